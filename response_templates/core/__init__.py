@@ -1,0 +1,17 @@
+"""The parsing core: templates, content parsers, the streaming scanner. It knows nothing of transformers."""
+
+from .errors import RegexTimeoutError, TemplateError, TransformError, get_regex_timeout, set_regex_timeout
+from .parser import ResponseParser, parse_response
+from .template import CompiledTemplate, load_template
+
+__all__ = [
+    "CompiledTemplate",
+    "RegexTimeoutError",
+    "ResponseParser",
+    "TemplateError",
+    "TransformError",
+    "get_regex_timeout",
+    "load_template",
+    "parse_response",
+    "set_regex_timeout",
+]

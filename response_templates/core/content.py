@@ -1,0 +1,377 @@
+"""Content parsers (the text of a region -> a value) and transforms (a value -> the shape the message wants).
+
+Each parser takes the raw text of one region and its `content_args`. The semantics follow transformers 5.25's
+response parser exactly, since templates published to the Hub are read by both implementations.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable
+
+import regex
+
+from .errors import RegexTimeoutError, TransformError, TransformKeyError, get_regex_timeout
+
+
+def parse_text(text: str, args: dict) -> str:
+    return text.strip() if args.get("strip", True) else text
+
+
+def parse_int(text: str, args: dict) -> int:
+    return int(parse_text(text, args))
+
+
+def parse_float(text: str, args: dict) -> float:
+    return float(parse_text(text, args))
+
+
+def parse_bool(text: str, args: dict) -> bool:
+    return parse_text(text, args).lower() in ("true", "1")
+
+
+# Placeholders for strings cut out by `string_delims`: control characters that model output does not contain.
+_SLOT_START, _SLOT_END = "\x01", "\x02"
+# A whole JSON string (kept as it is), or a bare identifier used as an object key (to be quoted).
+_BARE_KEY = regex.compile(r'"(?:\\.|[^"\\])*"|(?<=[{,])(\s*)(\w+)(\s*):')
+
+
+def _quote_bare_key(match: Any) -> str:
+    if match.group(2) is None:
+        return match.group(0)
+    return f'{match.group(1)}"{match.group(2)}"{match.group(3)}:'
+
+
+def parse_json(text: str, args: dict) -> Any:
+    """JSON, with dialect switches for what models write: `string_delims` (strings between custom markers),
+    `unquoted_keys` (bare identifiers as keys) and `allow_non_json` (fall back to the stripped text)."""
+    delims = args.get("string_delims") or []
+    working = text
+    cut: list[str] = []
+    if delims:
+        if _SLOT_START in text or _SLOT_END in text:
+            raise ValueError("json: the text holds the reserved characters \\x01 or \\x02 and cannot be parsed safely")
+        for opener, closer in delims:
+
+            def keep(match: Any) -> str:
+                cut.append(match.group(1))
+                return f"{_SLOT_START}{len(cut) - 1}{_SLOT_END}"
+
+            finder = regex.compile(regex.escape(opener) + r"(.*?)" + regex.escape(closer), regex.DOTALL)
+            working = finder.sub(keep, working)
+    if args.get("unquoted_keys", False):
+        working = _BARE_KEY.sub(_quote_bare_key, working)
+    for index, piece in enumerate(cut):
+        working = working.replace(f"{_SLOT_START}{index}{_SLOT_END}", json.dumps(piece))
+    try:
+        return json.loads(working)
+    except json.JSONDecodeError as error:
+        if args.get("allow_non_json"):
+            return parse_text(text, args)
+        detail = f"\nText: {text!r}" if working == text else f"\nText: {text!r}\nAfter the dialect rewrites: {working!r}"
+        raise ValueError(f"json: the region is not valid JSON ({error}).{detail}") from error
+
+
+def _value_with(raw: str, value_parser: dict | None) -> Any:
+    if value_parser is None:
+        return raw
+    return parse_content(raw, value_parser.get("name", "text"), value_parser.get("args", {}))
+
+
+def _finditer(pattern: str, text: str) -> list:
+    try:
+        return list(regex.finditer(pattern, text, flags=regex.DOTALL, timeout=get_regex_timeout()))
+    except TimeoutError:
+        raise RegexTimeoutError(
+            f"xml-inline: tag_pattern {pattern!r} took longer than the regex time limit of {get_regex_timeout()} s"
+        ) from None
+
+
+def parse_xml_inline(text: str, args: dict) -> dict:
+    """Shallow tags read by `tag_pattern` (named groups `key` and `value`) into a dict; `value_parser` parses the
+    values, `value_parser_by` picks the parser from another group, `merge_duplicates` lists repeated keys."""
+    pattern = args.get("tag_pattern")
+    if pattern is None:
+        raise ValueError("xml-inline: the content_arg 'tag_pattern' is required")
+    value_parser = args.get("value_parser")
+    by = args.get("value_parser_by")
+    by_group, by_parsers = None, {}
+    if by is not None:
+        by_group, by_parsers = by.get("group"), by.get("parsers")
+        if not isinstance(by_group, str) or not isinstance(by_parsers, dict):
+            raise ValueError(
+                "xml-inline: 'value_parser_by' needs 'group' (a named group of tag_pattern) and 'parsers' "
+                f"(what that group captures -> a value parser), got {by!r}"
+            )
+    merge = args.get("merge_duplicates", False)
+    result: dict[str, Any] = {}
+    listed: set[str] = set()
+    for match in _finditer(pattern, text):
+        groups = match.groupdict()
+        key = groups.get("key")
+        if key is None:
+            raise ValueError(f"xml-inline: tag_pattern {pattern!r} has no named group 'key'")
+        parser = value_parser
+        if by_group is not None:
+            if by_group not in groups:
+                raise ValueError(f"xml-inline: value_parser_by names the group {by_group!r}, which tag_pattern {pattern!r} lacks")
+            parser = by_parsers.get(groups[by_group], value_parser)
+        value = _value_with(groups.get("value", ""), parser)
+        if merge and key in result:
+            if key not in listed:
+                result[key] = [result[key]]
+                listed.add(key)
+            result[key].append(value)
+        else:
+            result[key] = value
+    return result
+
+
+def parse_kv_lines(text: str, args: dict) -> dict:
+    """`key<kv_sep>value` lines (split on `line_sep`) into a dict; lines without the separator are skipped."""
+    line_sep = args.get("line_sep", "\n")
+    kv_sep = args.get("kv_sep", ":")
+    value_parser = args.get("value_parser")
+    result: dict[str, Any] = {}
+    for line in text.split(line_sep):
+        line = parse_text(line, args)
+        if not line or kv_sep not in line:
+            continue
+        key, value = line.split(kv_sep, 1)
+        result[parse_text(key, args)] = _value_with(parse_text(value, args), value_parser)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# python-call-list: `[name(key=value, ...), ...]` with Python/JSON literals, read by a small strict recursive-descent
+# reader so that every implementation of the format accepts exactly the same inputs.
+
+_SPACE = regex.compile(r"[ \t\n\r]*")
+_IDENTIFIER = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[-.][A-Za-z0-9_]+)*")
+_NUMBER = regex.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_QUOTED = regex.compile(r"""'((?:[^'\\\n\r]|\\.)*)'|"((?:[^"\\\n\r]|\\.)*)\"""", regex.DOTALL)
+_HEX4 = regex.compile(r"u([0-9a-fA-F]{4})")
+_LOW_SURROGATE_ESCAPE = regex.compile(r"\\u([dD][c-fC-F][0-9a-fA-F]{2})")
+_RAW_SURROGATE = regex.compile(r"[\ud800-\udfff]")
+_SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_KEYWORDS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
+_LARGEST_INTEGER = 2**53 - 1
+_DEEPEST_NESTING = 100
+
+
+class _CallListReader:
+    def __init__(self, text: str):
+        self.text = text
+        self.at = 0
+
+    def error(self, what: str) -> ValueError:
+        return ValueError(f"python-call-list: {what} at position {self.at}.\nContent: {self.text!r}")
+
+    def skip_space(self) -> None:
+        self.at = _SPACE.match(self.text, self.at).end()
+
+    def peek(self, char: str) -> bool:
+        self.skip_space()
+        return self.text.startswith(char, self.at)
+
+    def take(self, char: str) -> None:
+        if not self.peek(char):
+            raise self.error(f"expected {char!r}")
+        self.at += 1
+
+    def sequence(self, closer: str, read_item: Callable[[], Any]) -> list:
+        items: list = []
+        if self.peek(closer):
+            self.at += 1
+            return items
+        while True:
+            items.append(read_item())
+            if self.peek(closer):
+                self.at += 1
+                return items
+            self.take(",")
+
+    def no_repeats(self, pairs: list) -> dict:
+        result: dict = {}
+        for key, value in pairs:
+            if key in result:
+                raise self.error(f"repeated name {key!r}")
+            result[key] = value
+        return result
+
+    def identifier(self, expected: str) -> str:
+        self.skip_space()
+        match = _IDENTIFIER.match(self.text, self.at)
+        if match is None:
+            raise self.error(f"expected {expected}")
+        self.at = match.end()
+        return match.group()
+
+    def string(self) -> str:
+        match = _QUOTED.match(self.text, self.at)
+        if match is None:
+            raise self.error("invalid string")
+        body = match.group(1) if match.group(1) is not None else match.group(2)
+        if _RAW_SURROGATE.search(body):
+            raise self.error("lone surrogate in the string starting")
+        pieces: list[str] = []
+        done = 0
+        while (slash := body.find("\\", done)) != -1:
+            pieces.append(body[done:slash])
+            code_char = body[slash + 1]
+            if code_char in _SIMPLE_ESCAPES:
+                pieces.append(_SIMPLE_ESCAPES[code_char])
+                done = slash + 2
+                continue
+            hex4 = _HEX4.match(body, slash + 1)
+            if hex4 is None:
+                raise self.error(f"unsupported escape {body[slash:slash + 2]!r} in the string starting")
+            code, done = int(hex4.group(1), 16), hex4.end()
+            if 0xD800 <= code <= 0xDBFF:
+                low = _LOW_SURROGATE_ESCAPE.match(body, done)
+                if low is not None:
+                    code = 0x10000 + ((code - 0xD800) << 10) + (int(low.group(1), 16) - 0xDC00)
+                    done = low.end()
+            if 0xD800 <= code <= 0xDFFF:
+                raise self.error("lone surrogate escape in the string starting")
+            pieces.append(chr(code))
+        pieces.append(body[done:])
+        self.at = match.end()
+        return "".join(pieces)
+
+    def value(self, depth: int) -> Any:
+        if self.peek("'") or self.peek('"'):
+            return self.string()
+        if self.peek("[") or self.peek("{"):
+            if depth >= _DEEPEST_NESTING:
+                raise self.error(f"lists and dicts nested more than {_DEEPEST_NESTING} levels deep")
+            opener = self.text[self.at]
+            self.at += 1
+            if opener == "[":
+                return self.sequence("]", lambda: self.value(depth + 1))
+            return self.no_repeats(self.sequence("}", lambda: self.pair(depth + 1)))
+        number = _NUMBER.match(self.text, self.at)
+        if number is not None:
+            literal = number.group()
+            if number.group(1) is None and number.group(2) is None:
+                # Count digits first so that a huge literal never reaches int().
+                if len(literal) > 17 or abs(int(literal)) > _LARGEST_INTEGER:
+                    raise self.error("integer outside the range of -(2^53 - 1) to 2^53 - 1")
+                self.at = number.end()
+                return int(literal)
+            if math.isinf(float(literal)):
+                raise self.error("number too large")
+            self.at = number.end()
+            return float(literal)
+        word = _IDENTIFIER.match(self.text, self.at)
+        if word is not None and word.group() in _KEYWORDS:
+            self.at = word.end()
+            return _KEYWORDS[word.group()]
+        raise self.error("expected a string, number, list, dict, True, False or None")
+
+    def pair(self, depth: int) -> tuple:
+        if not (self.peek("'") or self.peek('"')):
+            raise self.error("dict keys must be strings")
+        key = self.string()
+        self.take(":")
+        return key, self.value(depth)
+
+    def keyword_argument(self) -> tuple:
+        key = self.identifier("a keyword argument (positional arguments and trailing commas are not supported)")
+        if not self.peek("="):
+            raise self.error("expected '=' (positional arguments are not supported)")
+        self.at += 1
+        return key, self.value(0)
+
+    def call(self) -> dict:
+        name = self.identifier("a function name")
+        self.take("(")
+        return {"name": name, "arguments": self.no_repeats(self.sequence(")", self.keyword_argument))}
+
+    def read(self) -> list:
+        self.take("[")
+        calls = self.sequence("]", self.call)
+        self.skip_space()
+        if self.at != len(self.text):
+            raise self.error("unexpected content after the closing ']'")
+        return calls
+
+
+def parse_python_call_list(text: str, args: dict) -> list:
+    """`[get_weather(city="Paris", days=3)]` -> `[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]`."""
+    return _CallListReader(text).read()
+
+
+PARSERS: dict[str, Callable[[str, dict], Any]] = {
+    "text": parse_text,
+    "int": parse_int,
+    "float": parse_float,
+    "bool": parse_bool,
+    "json": parse_json,
+    "xml-inline": parse_xml_inline,
+    "kv-lines": parse_kv_lines,
+    "python-call-list": parse_python_call_list,
+}
+
+# Parsers whose chunks are part of the final value (streamed with dirty=False); the others only make sense once
+# the region closes.
+TEXT_LIKE = frozenset({"text", "int", "float", "bool"})
+# Parsers whose syntax tells strings from typed literals: tool schemas never re-type their string parameters.
+TYPED_SYNTAX = frozenset({"json", "python-call-list"})
+
+
+def parse_content(text: str, name: str, args: dict) -> Any:
+    try:
+        parser = PARSERS[name]
+    except KeyError:
+        raise ValueError(f"unknown content parser {name!r}; known: {sorted(PARSERS)}") from None
+    return parser(text, args)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Transforms
+
+PLACEHOLDER = regex.compile(r"\{(\w+(?:\.\w+)*)\}")
+
+
+def apply_transform(shape: Any, scope: dict) -> Any:
+    """Build `shape` with every whole-string `{path}` replaced by the value it names in `scope`."""
+    if isinstance(shape, dict):
+        return {key: apply_transform(item, scope) for key, item in shape.items()}
+    if isinstance(shape, list):
+        return [apply_transform(item, scope) for item in shape]
+    if not isinstance(shape, str):
+        return shape
+    whole = PLACEHOLDER.fullmatch(shape)
+    if whole is None:
+        return shape
+    path = whole.group(1)
+    root, *steps = path.split(".")
+    if root not in scope:
+        raise TransformKeyError(f"transform placeholder '{{{path}}}': {root!r} is not defined; available: {sorted(scope)}")
+    value = scope[root]
+    for step in steps:
+        if not isinstance(value, dict):
+            raise TransformError(
+                f"transform placeholder '{{{path}}}': cannot look up {step!r} in a {type(value).__name__}"
+            )
+        if step not in value:
+            raise TransformError(f"transform placeholder '{{{path}}}': no key {step!r}; available: {sorted(value)}")
+        value = value[step]
+    return value
+
+
+def mixed_placeholder(shape: Any) -> str | None:
+    """The first string of a transform that mixes a placeholder with other text (not supported), or None."""
+    if isinstance(shape, dict):
+        shape = list(shape.values())
+    if isinstance(shape, list):
+        for item in shape:
+            found = mixed_placeholder(item)
+            if found is not None:
+                return found
+        return None
+    if isinstance(shape, str) and PLACEHOLDER.search(shape) and not PLACEHOLDER.fullmatch(shape):
+        return shape
+    return None

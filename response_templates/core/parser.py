@@ -1,0 +1,384 @@
+"""The streaming response parser and the one-shot `parse_response`.
+
+The parser walks the text once. In each state it watches a set of delimiters: in the implicit region (or outside
+every region) the opens of all fields and the implicit field's close; inside an explicit field, that field's close.
+The earliest delimiter wins, then the longest, then opens before closes. Text between delimiters is routed to the
+current region.
+
+Streaming differs from one-shot parsing only in *when* decisions are taken: a delimiter is committed only once no
+later input can change which delimiter wins, and text that could still be the start of a delimiter is held back.
+So the message never depends on how the output was split into chunks, and streaming equals one-shot.
+
+Only the unconsumed tail of the stream (plus a little context for lookbehinds) is kept, so the cost of `feed` does
+not grow with what was fed before.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .content import apply_transform, parse_content, TYPED_SYNTAX
+from .errors import RegexTimeoutError, get_regex_timeout
+from .template import CompiledTemplate, Watch, WatchItem, load_template
+from .token_ids import TokenIdDecoder, strip_markers, to_python
+from .tools import tool_parameters, type_tool_calls
+
+# Consumed text kept before the scan position, for lookbehinds and \b in delimiter patterns.
+_CONTEXT = 256
+# Drop consumed text once this much has piled up (amortises the copy).
+_TRIM_AT = 4096
+
+PREFIX_REQUIRED = (
+    "prefix= is required: pass the prompt the model continued from (chat templates often write the start of the "
+    "assistant message, such as an opening <think>, and the parser must see it). If the output already holds the "
+    'whole message, pass prefix="" to opt out.'
+)
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or (isinstance(value, (str, list, dict)) and not value)
+
+
+class ResponseParser:
+    """Streaming parser for one generated message.
+
+    parser = ResponseParser(template, prefix=prompt)
+    parser.initial_events          # events from the part of the message the prompt already wrote
+    events = parser.feed(chunk)    # for each chunk of generated text (or token ids, with tokenizer=)
+    message, events = parser.finalize()
+
+    With `tools=` (JSON schemas or Python functions), tool-call arguments are typed by the tool's schema. With a
+    fast `tokenizer=`, `feed` takes token ids (and `prefix` may be ids) and control tokens act as delimiters only
+    when the model generated them as their own ids.
+    """
+
+    def __init__(
+        self,
+        template: dict | CompiledTemplate,
+        prefix: Any = None,
+        *,
+        tools: list | None = None,
+        tokenizer: Any = None,
+        _events: bool = True,
+    ):
+        self.template = compiled = load_template(template)
+        if prefix is None:
+            raise ValueError(PREFIX_REQUIRED)
+        self._fields = compiled.fields
+        self._implicit = compiled.implicit
+        self._tool_params = tool_parameters(tools) if tools else {}
+        self._decoder = TokenIdDecoder(tokenizer) if tokenizer is not None else None
+        self._record = _events
+        self._buffer = ""
+        self._pos = 0
+        self._output: dict = copy.deepcopy(compiled.defaults) if compiled.defaults else {}
+        self._finalized = False
+        self._reset()
+        self.initial_events: list[dict] = []
+        if self._decoder is not None:
+            if isinstance(prefix, str):
+                prefix = tokenizer.encode(prefix, add_special_tokens=False)
+            prefix = self._decoder.feed(prefix) + self._decoder.flush()
+        elif not isinstance(prefix, str):
+            raise TypeError(
+                f"prefix must be text (or token ids together with tokenizer=), got {type(prefix).__name__}"
+            )
+        if prefix:
+            self._buffer = compiled.truncate_prefix(prefix)
+            if self._buffer:
+                self._run(self.initial_events if _events else None, eos=False)
+
+    # -- public API ---------------------------------------------------------------------------------------------
+
+    def feed(self, chunk: Any) -> list[dict]:
+        """Add generated text (or token ids, with tokenizer=) and return the events it settles."""
+        if self._finalized:
+            raise RuntimeError("this ResponseParser is finalized; create a new one for the next message")
+        if self._decoder is not None:
+            if isinstance(chunk, str):
+                raise TypeError("this parser was created with tokenizer=, so feed() takes token ids, not text")
+            chunk = self._decoder.feed(chunk)
+        elif not isinstance(chunk, str):
+            raise TypeError(
+                f"feed() takes text, got {type(chunk).__name__}; to feed token ids, create the parser with tokenizer="
+            )
+        events: list[dict] = []
+        if chunk:
+            self._buffer += chunk
+        self._run(events if self._record else None, eos=False)
+        if self._pos > _TRIM_AT:
+            cut = self._pos - _CONTEXT
+            self._buffer = self._buffer[cut:]
+            self._pos -= cut
+        return events
+
+    def finalize(self, truncated: bool = False) -> tuple[dict, list[dict]]:
+        """End the stream: settle held-back text, close the open region, return `(message, events)`.
+
+        `truncated=True` says the generation was cut off (e.g. by max_tokens): a structured field (a tool call)
+        still open is dropped instead of parsed, so no call the model did not finish is returned; its
+        `region_close` event has `value: None` and `truncated: True`."""
+        if self._finalized:
+            raise RuntimeError("this ResponseParser is already finalized")
+        if self._decoder is not None:
+            self._buffer += self._decoder.flush()
+        events: list[dict] = []
+        self._run(events if self._record else None, eos=True, truncated=truncated)
+        missing = [name for name, field in self._fields.items() if not field.optional and name not in self._output]
+        if missing:
+            raise ValueError(f"required field(s) {missing} (optional: false) did not appear in the output")
+        defaults = self.template.defaults
+        self._output = {key: value for key, value in self._output.items() if key in defaults or not _is_empty(value)}
+        self._finalized = True
+        return self._output, events
+
+    # -- the scan loop ------------------------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        """Back to the implicit region (or nowhere, when the template has no implicit field)."""
+        self._current = self._implicit
+        self._opened = False
+        self._body: list[str] = []
+        self._captures: dict = {}
+        self._watch = self.template.idle_watch
+
+    def _run(self, events: list | None, eos: bool, truncated: bool = False) -> None:
+        while True:
+            found, hold = self._scan(eos)
+            if found is not None:
+                item, start, end, groups = found
+                if start > self._pos:
+                    self._route(events, self._buffer[self._pos:start])
+                self._pos = end
+                if item.kind == "open":
+                    self._close(events)
+                    self._open(events, item, groups)
+                    continue
+                had_text = self._opened
+                if groups:
+                    self._captures.update({k: v for k, v in groups.items() if v is not None})
+                self._close(events)
+                if not had_text and start == end:
+                    # An empty close that matches nothing would fire forever; stop here (as transformers does).
+                    return
+                continue
+            if eos:
+                if self._pos < len(self._buffer):
+                    self._route(events, self._buffer[self._pos:])
+                    self._pos = len(self._buffer)
+                self._close(events, truncated)
+                return
+            if hold > self._pos:
+                self._route(events, self._buffer[self._pos:hold])
+                self._pos = hold
+            return
+
+    def _scan(self, eos: bool) -> tuple[tuple | None, int]:
+        """The delimiter to commit now (item, start, end, named groups), or None; and where held-back text starts."""
+        watch = self._watch
+        buffer, pos = self._buffer, self._pos
+        end_of_text = len(buffer)
+        if not watch.items:
+            return None, end_of_text
+        if watch.literal_only:
+            match = watch.combined.search(buffer, pos)
+            hold = end_of_text if eos else _literal_hold(watch, buffer, pos)
+            if match is not None and match.start() < hold:
+                return (watch.owner[match.group()], match.start(), match.end(), None), hold
+            return None, hold
+        best, best_key, hold = None, None, end_of_text
+        for item in watch.items:
+            if item.delimiter.literals is not None:
+                single = _single_watch(item)
+                match = single.combined.search(buffer, pos)
+                if not eos:
+                    hold = min(hold, _literal_hold(single, buffer, pos))
+                groups = None
+            else:
+                match, pending = _pattern_scan(item, buffer, pos, eos)
+                hold = min(hold, pending)
+                groups = match.groupdict() if match is not None else None
+            if match is None:
+                continue
+            key = (match.start(), match.start() - match.end(), item.rank)
+            if best_key is None or key < best_key:
+                best_key, best = key, (item, match.start(), match.end(), groups)
+        if best is not None and best[1] >= hold:
+            best = None
+        return best, hold
+
+    # -- regions ------------------------------------------------------------------------------------------------
+
+    def _route(self, events: list | None, text: str) -> None:
+        name = self._current
+        if not text or name is None:
+            return
+        if not self._opened:
+            self._opened = True
+            if events is not None:
+                events.append({"type": "region_open", "field": name})
+        self._body.append(text)
+        if events is not None:
+            if self._decoder is not None:
+                text = strip_markers(text)
+            events.append({"type": "region_chunk", "field": name, "text": text, "dirty": not self._fields[name].text_like})
+
+    def _open(self, events: list | None, item: WatchItem, groups: dict | None) -> None:
+        field = item.field
+        self._current = field.name
+        self._opened = True
+        self._body = []
+        self._captures = {k: v for k, v in groups.items() if v is not None} if groups else {}
+        self._watch = self.template.field_watch[field.name]
+        if events is not None:
+            events.append({"type": "region_open", "field": field.name})
+
+    def _close(self, events: list | None, truncated: bool = False) -> None:
+        name = self._current
+        if name is None or not self._opened:
+            self._reset()
+            return
+        field = self._fields[name]
+        if truncated and name != self._implicit and not field.text_like:
+            # cut off inside a structured region: the call (or object) is unfinished, so it is not returned
+            if events is not None:
+                events.append({"type": "region_close", "field": name, "value": None, "truncated": True})
+            self._reset()
+            return
+        value = field_value(field, "".join(self._body), self._captures)
+        if self._decoder is not None:
+            value = strip_markers(value)
+        if self._tool_params and "value_parser_by" not in field.content_args:
+            value = type_tool_calls(value, self._tool_params, field.content in TYPED_SYNTAX)
+        if field.join is not None:
+            if not isinstance(value, str):
+                raise ValueError(f"field {name!r}: 'join' needs each match to parse to a string, got {type(value).__name__}")
+            earlier = self._output.get(name)
+            self._output[name] = value if earlier is None else earlier + field.join + value
+        elif field.repeats:
+            self._output.setdefault(name, []).append(value)
+        else:
+            self._output[name] = value
+        if events is not None:
+            events.append({"type": "region_close", "field": name, "value": value})
+        self._reset()
+
+
+def field_value(field: Any, body: str, captures: dict) -> Any:
+    """Parse a region's text with its field's content parser, then apply the field's transform."""
+    value = parse_content(body, field.content, field.content_args)
+    if field.transform is None:
+        return value
+    if not field.transform_each:
+        return apply_transform(field.transform, {**captures, "content": value})
+    if not isinstance(value, list):
+        raise ValueError(f"field {field.name!r}: transform_each needs the parsed content to be a list, got {type(value).__name__}")
+    shaped = []
+    for item in value:
+        if not isinstance(item, dict):
+            raise ValueError(f"field {field.name!r}: transform_each needs every list item to be a dict, got {type(item).__name__}")
+        shaped.append(apply_transform(field.transform, {**captures, **item}))
+    return shaped
+
+
+# -- scanning helpers --------------------------------------------------------------------------------------------
+
+
+def _literal_hold(watch: Watch, buffer: str, pos: int) -> int:
+    """The first position from which the rest of the buffer is a proper prefix of a watched literal (text that
+    may still become a delimiter), or the buffer's length."""
+    end = len(buffer)
+    start = max(pos, end - watch.longest + 1)
+    found = watch.starters.search(buffer, start)
+    while found is not None:
+        at = found.start()
+        if buffer[at:] in watch.prefixes:
+            return at
+        found = watch.starters.search(buffer, at + 1)
+    return end
+
+
+_SINGLE_WATCHES: dict[int, tuple[WatchItem, Watch]] = {}
+
+
+def _single_watch(item: WatchItem) -> Watch:
+    cached = _SINGLE_WATCHES.get(id(item))
+    if cached is None or cached[0] is not item:
+        cached = (item, Watch.build([item]))
+        _SINGLE_WATCHES[id(item)] = cached
+    return cached[1]
+
+
+def _timed(item: WatchItem, operation, *args, **kwargs):
+    try:
+        return operation(*args, timeout=get_regex_timeout(), **kwargs)
+    except TimeoutError:
+        key = f"{item.kind}_pattern"
+        raise RegexTimeoutError(
+            f"field {item.field.name!r}: {key} {item.delimiter.regex.pattern!r} took longer than the regex time "
+            f"limit of {get_regex_timeout()} s (see response_templates.set_regex_timeout)"
+        ) from None
+
+
+def _pattern_scan(item: WatchItem, buffer: str, pos: int, eos: bool) -> tuple[Any, int]:
+    """Search a regex delimiter. Returns (the leftmost complete match or None, where a still-undecided match could
+    start). A complete match is undecided while more text could make the pattern match elsewhere at or before it
+    (an alternative or a greedy repeat still open at the end of the buffer), or while it leans on the end of the
+    buffer (`$`, lookaheads)."""
+    pattern = item.delimiter.regex
+    end = len(buffer)
+    if eos:
+        return _timed(item, pattern.search, buffer, pos), end
+    first = _timed(item, pattern.search, buffer, pos, partial=True)
+    if first is None:
+        return None, end
+    if first.partial:
+        return None, first.start()
+    # `regex` prefers a complete match anywhere to a partial one, so look for partial matches before it.
+    match = first
+    for start in range(pos, match.start() + 1):
+        if _timed(item, pattern.fullmatch, buffer, start, partial=True) is not None:
+            return match, start
+    if match.end() < end:
+        # Would the same match stand if the text went on? (`$` before a final newline, lookaheads at the edge.)
+        extended = _timed(item, pattern.match, buffer + "\x00", match.start())
+        if extended is None or extended.span() != match.span() or extended.groupdict() != match.groupdict():
+            return match, match.start()
+    return match, end
+
+
+# -- one-shot ----------------------------------------------------------------------------------------------------
+
+
+def parse_response(
+    text: Any,
+    template: dict | CompiledTemplate,
+    *,
+    prefix: Any = None,
+    tools: list | None = None,
+    tokenizer: Any = None,
+    truncated: bool = False,
+) -> dict:
+    """Parse one complete generation into a message dict.
+
+    `prefix` is the prompt the model continued from (required; `""` opts out). `tools` types tool-call arguments
+    by their schemas. With a fast `tokenizer`, `text` (and `prefix`) may be token ids. `truncated=True` says the
+    output was cut off, so an unfinished tool call is dropped rather than parsed."""
+    compiled = load_template(template)
+    if prefix is None:
+        raise ValueError(PREFIX_REQUIRED)
+    if tokenizer is None and not isinstance(text, str):
+        text = to_python(text)
+        raise TypeError(
+            f"parse_response takes text, got {type(text).__name__}; to parse token ids, pass tokenizer= (a fast tokenizer)"
+        )
+    parser = ResponseParser(compiled, prefix, tools=tools, tokenizer=tokenizer, _events=False)
+    if parser._decoder is not None:
+        if isinstance(text, str):
+            raise TypeError("parse_response was given tokenizer=, so it takes token ids, not text")
+        text = parser._decoder.feed(text) + parser._decoder.flush()
+    # The whole text is known: scan it once as at the end of the stream.
+    parser._buffer += text
+    message, _ = parser.finalize(truncated=truncated)
+    return message

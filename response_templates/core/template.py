@@ -1,0 +1,375 @@
+"""Validation and compilation of response templates (format version 1).
+
+A template is compiled once into immutable objects the parser reads: each delimiter becomes a `Delimiter`, and
+for each parser state the delimiters it watches are grouped into a `Watch` ready for scanning. Compiled templates
+are cached by content, so parsing a thousand messages with the same template dict compiles it once.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field as dataclass_field
+from typing import Any
+
+import regex
+
+from .content import PARSERS, TEXT_LIKE, mixed_placeholder
+from .errors import TemplateError
+
+TEMPLATE_KEYS = ("version", "defaults", "start_anchor", "start_anchor_pattern", "fields")
+FIELD_KEYS = (
+    "open", "open_pattern", "close", "close_pattern", "content", "content_args",
+    "repeats", "join", "optional", "transform", "transform_each",
+)
+# The content_args each parser reads, with the type each must have.
+_STRIP = {"strip": bool}
+CONTENT_ARGS: dict[str, dict[str, Any]] = {
+    "text": _STRIP,
+    "int": _STRIP,
+    "float": _STRIP,
+    "bool": _STRIP,
+    "json": {"strip": bool, "unquoted_keys": bool, "string_delims": list, "allow_non_json": bool},
+    "xml-inline": {"tag_pattern": str, "value_parser": dict, "value_parser_by": dict, "merge_duplicates": bool},
+    "kv-lines": {"strip": bool, "line_sep": str, "kv_sep": str, "value_parser": dict},
+    "python-call-list": {},
+}
+
+
+@dataclass(frozen=True)
+class Delimiter:
+    """An open, close or start delimiter: literals (one or several) or a regex."""
+
+    regex: Any
+    literals: tuple[str, ...] | None  # None for a regex delimiter
+    extendable: bool  # one literal is a strict prefix of another
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    open: Delimiter | None
+    close: Delimiter | None
+    content: str
+    content_args: dict
+    repeats: bool
+    join: str | None
+    optional: bool
+    transform: Any
+    transform_each: bool
+
+    @property
+    def text_like(self) -> bool:
+        return self.content in TEXT_LIKE
+
+
+@dataclass(frozen=True)
+class WatchItem:
+    kind: str  # "open" or "close"
+    field: Field
+    delimiter: Delimiter
+    # Sort key among matches at the same start and length: opens before closes, then by field name.
+    rank: tuple = ()
+
+
+@dataclass
+class Watch:
+    """The delimiters one parser state looks for, prepared for scanning.
+
+    When every delimiter is literal, one alternation (longest first) finds the leftmost-longest of them, and the
+    set of their proper prefixes tells which buffer tail could still grow into one."""
+
+    items: list[WatchItem]
+    literal_only: bool = False
+    combined: Any = None
+    owner: dict = dataclass_field(default_factory=dict)  # literal -> WatchItem that wins it
+    prefixes: frozenset = frozenset()
+    longest: int = 0
+    starters: Any = None  # a character class of the first characters of the literals
+
+    @classmethod
+    def build(cls, items: list[WatchItem]) -> "Watch":
+        watch = cls(items)
+        if not items or any(item.delimiter.literals is None for item in items):
+            return watch
+        owner: dict[str, WatchItem] = {}
+        for item in sorted(items, key=lambda item: item.rank):
+            for literal in item.delimiter.literals:
+                owner.setdefault(literal, item)
+        literals = sorted(owner, key=len, reverse=True)
+        watch.literal_only = True
+        watch.owner = owner
+        watch.combined = regex.compile("|".join(regex.escape(literal) for literal in literals), regex.DOTALL)
+        watch.prefixes = frozenset(literal[:size] for literal in literals for size in range(1, len(literal)))
+        watch.longest = max(map(len, literals))
+        firsts = sorted({literal[0] for literal in literals})
+        watch.starters = regex.compile("|".join(regex.escape(char) for char in firsts))
+        return watch
+
+
+@dataclass(frozen=True)
+class CompiledTemplate:
+    """A validated, compiled response template. Build it with `load_template`."""
+
+    source: dict
+    defaults: dict
+    fields: dict
+    implicit: str | None
+    start_anchor: Delimiter
+    idle_watch: Watch = None  # in the implicit region (or nowhere): every open, and the implicit close
+    field_watch: dict = None  # in an explicit region: its close
+
+    def to_dict(self) -> dict:
+        """A deep copy of the template dict this was compiled from."""
+        return copy.deepcopy(self.source)
+
+    def truncate_prefix(self, prefix: str) -> str:
+        """What follows the last start anchor in the prompt (the whole prompt when there is none)."""
+        end = None
+        for match in self.start_anchor.regex.finditer(prefix):
+            end = match.end()
+        return prefix if end is None else prefix[end:]
+
+
+def _where(field_name: str | None, key: str) -> str:
+    return f"response_template.{key}" if field_name is None else f"response_template.fields[{field_name!r}].{key}"
+
+
+def _compile_regex(pattern: Any, where: str) -> Any:
+    if not isinstance(pattern, str):
+        raise TemplateError(f"{where} must be a regex string, got {type(pattern).__name__}")
+    try:
+        return regex.compile(pattern, regex.DOTALL)
+    except (regex.error, OverflowError, RecursionError) as error:
+        raise TemplateError(f"{where} is not a valid regex: {error}") from None
+
+
+def _delimiter(spec: dict, field_name: str | None, literal_key: str, pattern_key: str) -> Delimiter | None:
+    if literal_key in spec and pattern_key in spec:
+        raise TemplateError(
+            f"{_where(field_name, literal_key)} and {pattern_key!r} are both given; use one or the other"
+        )
+    if pattern_key in spec:
+        return Delimiter(_compile_regex(spec[pattern_key], _where(field_name, pattern_key)), None, False)
+    if literal_key not in spec:
+        return None
+    where = _where(field_name, literal_key)
+    raw = spec[literal_key]
+    if isinstance(raw, str):
+        literals = [raw]
+    elif isinstance(raw, list):
+        if not raw:
+            raise TemplateError(f"{where} is an empty list; give at least one literal")
+        for item in raw:
+            if not isinstance(item, str):
+                raise TemplateError(f"{where} must list strings only, found {type(item).__name__} {item!r}")
+        literals = list(dict.fromkeys(raw))
+    else:
+        raise TemplateError(f"{where} must be a string or a list of strings, got {type(raw).__name__}")
+    if "" in literals:
+        raise TemplateError(f"{where} holds an empty string, which would match everywhere")
+    ordered = sorted(literals, key=len, reverse=True)
+    pattern = regex.compile("|".join(regex.escape(literal) for literal in ordered), regex.DOTALL)
+    extendable = any(a != b and a.startswith(b) for a in literals for b in literals)
+    return Delimiter(pattern, tuple(literals), extendable)
+
+
+def _check_type(value: Any, expected: type, where: str) -> None:
+    if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
+        raise TemplateError(f"{where} must be a {expected.__name__}, got {type(value).__name__} {value!r}")
+
+
+def _check_value_parser(spec: Any, where: str, depth: int = 0) -> None:
+    if not isinstance(spec, dict):
+        raise TemplateError(f"{where} must be a dict like {{'name': 'json', 'args': {{}}}}, got {type(spec).__name__}")
+    unknown = sorted(set(spec) - {"name", "args"})
+    if unknown:
+        raise TemplateError(f"{where} has unknown keys {unknown}; allowed: ['args', 'name']")
+    name = spec.get("name", "text")
+    if name not in PARSERS:
+        raise TemplateError(f"{where}.name: unknown content parser {name!r}; known: {sorted(PARSERS)}")
+    if depth > 20:
+        raise TemplateError(f"{where}: value parsers nested too deeply")
+    _check_content_args(name, spec.get("args", {}), f"{where}.args", depth + 1)
+
+
+def _check_content_args(content: str, args: Any, where: str, depth: int = 0) -> None:
+    if not isinstance(args, dict):
+        raise TemplateError(f"{where} must be a dict, got {type(args).__name__}")
+    allowed = CONTENT_ARGS[content]
+    unknown = sorted(set(args) - set(allowed))
+    if unknown:
+        raise TemplateError(f"{where} has keys {unknown} that the {content!r} parser does not read; it reads {sorted(allowed)}")
+    for key, value in args.items():
+        _check_type(value, allowed[key], f"{where}.{key}")
+    if content == "json":
+        for index, pair in enumerate(args.get("string_delims", [])):
+            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) and s for s in pair)):
+                raise TemplateError(f"{where}.string_delims[{index}] must be a pair [open, close] of non-empty strings, got {pair!r}")
+    if content == "kv-lines":
+        for key in ("line_sep", "kv_sep"):
+            if args.get(key) == "":
+                raise TemplateError(f"{where}.{key} must not be empty")
+    if content == "xml-inline":
+        if "tag_pattern" not in args:
+            raise TemplateError(f"{where}.tag_pattern is required by the 'xml-inline' parser")
+        tag = _compile_regex(args["tag_pattern"], f"{where}.tag_pattern")
+        if "key" not in tag.groupindex:
+            raise TemplateError(f"{where}.tag_pattern must have a named group 'key' (and usually 'value')")
+        if "value_parser" in args:
+            _check_value_parser(args["value_parser"], f"{where}.value_parser", depth)
+        if "value_parser_by" in args:
+            by = args["value_parser_by"]
+            if set(by) != {"group", "parsers"} or not isinstance(by.get("group"), str) or not isinstance(by.get("parsers"), dict):
+                raise TemplateError(
+                    f"{where}.value_parser_by must be {{'group': <named group of tag_pattern>, 'parsers': {{capture: value parser}}}}"
+                )
+            if by["group"] not in tag.groupindex:
+                raise TemplateError(f"{where}.value_parser_by.group {by['group']!r} is not a named group of tag_pattern")
+            for capture, parser in by["parsers"].items():
+                _check_value_parser(parser, f"{where}.value_parser_by.parsers[{capture!r}]", depth)
+    if content == "kv-lines" and "value_parser" in args:
+        _check_value_parser(args["value_parser"], f"{where}.value_parser", depth)
+
+
+def _field(name: str, spec: Any) -> Field:
+    if not isinstance(spec, dict):
+        raise TemplateError(f"response_template.fields[{name!r}] must be a dict, got {type(spec).__name__}")
+    unknown = sorted(set(spec) - set(FIELD_KEYS))
+    if unknown:
+        raise TemplateError(f"response_template.fields[{name!r}] has unknown keys {unknown}; allowed: {sorted(FIELD_KEYS)}")
+    content = spec.get("content", "text")
+    if not isinstance(content, str) or content not in PARSERS:
+        raise TemplateError(f"{_where(name, 'content')}: unknown content parser {content!r}; known: {sorted(PARSERS)}")
+    content_args = spec.get("content_args", {})
+    _check_content_args(content, content_args, _where(name, "content_args"))
+    opener = _delimiter(spec, name, "open", "open_pattern")
+    closer = _delimiter(spec, name, "close", "close_pattern")
+    for key in ("repeats", "optional", "transform_each"):
+        if key in spec:
+            _check_type(spec[key], bool, _where(name, key))
+    repeats = spec.get("repeats", False)
+    join = spec.get("join")
+    if join is not None:
+        _check_type(join, str, _where(name, "join"))
+        if not repeats:
+            raise TemplateError(f"{_where(name, 'join')} needs 'repeats': true (it joins the repeated matches)")
+    transform = spec.get("transform")
+    transform_each = spec.get("transform_each", False)
+    if transform_each and transform is None:
+        raise TemplateError(f"{_where(name, 'transform_each')} is true but the field has no 'transform'")
+    if transform is not None:
+        mixed = mixed_placeholder(transform)
+        if mixed is not None:
+            raise TemplateError(
+                f"{_where(name, 'transform')}: the string {mixed!r} mixes a {{placeholder}} with other text; "
+                'a string is either a whole placeholder such as "{content}" or a plain literal'
+            )
+    else:
+        for key, delimiter in (("open_pattern", opener), ("close_pattern", closer)):
+            if delimiter is not None and delimiter.literals is None and delimiter.regex.groupindex:
+                raise TemplateError(
+                    f"{_where(name, key)} has named groups {sorted(delimiter.regex.groupindex)} but the field has no "
+                    "'transform'; captures only reach the message through a transform, so add one that uses them "
+                    "or drop the names"
+                )
+    return Field(
+        name=name,
+        open=opener,
+        close=closer,
+        content=content,
+        content_args=copy.deepcopy(content_args),
+        repeats=repeats,
+        join=join,
+        optional=spec.get("optional", True),
+        transform=copy.deepcopy(transform),
+        transform_each=transform_each,
+    )
+
+
+def _compile(spec: Any) -> CompiledTemplate:
+    if not isinstance(spec, dict):
+        raise TemplateError(f"response_template must be a dict, got {type(spec).__name__}")
+    version = spec.get("version", 1)
+    if version != 1 or isinstance(version, bool):
+        raise TemplateError(f"response_template.version: unsupported version {version!r} (this package reads version 1)")
+    unknown = sorted(set(spec) - set(TEMPLATE_KEYS))
+    if unknown:
+        raise TemplateError(f"response_template has unknown keys {unknown}; allowed: {sorted(TEMPLATE_KEYS)}")
+    defaults = spec.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise TemplateError(f"response_template.defaults must be a dict, got {type(defaults).__name__}")
+    raw_fields = spec.get("fields")
+    if not isinstance(raw_fields, dict) or not raw_fields:
+        raise TemplateError("response_template.fields must be a non-empty dict of field name -> field spec")
+    fields = {}
+    for name, field_spec in raw_fields.items():
+        if not isinstance(name, str) or not name:
+            raise TemplateError(f"response_template.fields: field names must be non-empty strings, got {name!r}")
+        fields[name] = _field(name, field_spec)
+    implicit = [name for name, field in fields.items() if field.open is None]
+    if len(implicit) > 1:
+        raise TemplateError(
+            f"response_template.fields: {implicit} have no 'open'/'open_pattern'; at most one field may "
+            "(it receives the text outside every other field)"
+        )
+    anchor = _delimiter(spec, None, "start_anchor", "start_anchor_pattern")
+    if anchor is None:
+        raise TemplateError("response_template needs 'start_anchor' or 'start_anchor_pattern' (where the assistant turn starts)")
+
+    def rank(kind: str, field: Field) -> tuple:
+        return (0 if kind == "open" else 1, field.name)
+
+    idle = [WatchItem("open", f, f.open, rank("open", f)) for f in fields.values() if f.open is not None]
+    implicit_name = implicit[0] if implicit else None
+    if implicit_name is not None and fields[implicit_name].close is not None:
+        implicit_field = fields[implicit_name]
+        idle.append(WatchItem("close", implicit_field, implicit_field.close, rank("close", implicit_field)))
+    field_watch = {
+        name: Watch.build([WatchItem("close", f, f.close, rank("close", f))] if f.close is not None else [])
+        for name, f in fields.items()
+        if name != implicit_name
+    }
+    return CompiledTemplate(
+        source=copy.deepcopy(spec),
+        defaults=copy.deepcopy(defaults),
+        fields=fields,
+        implicit=implicit_name,
+        start_anchor=anchor,
+        idle_watch=Watch.build(idle),
+        field_watch=field_watch,
+    )
+
+
+# Compiled templates by the id of the dict they came from (checked against a snapshot, so a mutated or
+# recycled dict is recompiled), and by content (the JSON text) for equal templates held in other dicts.
+_BY_ID: dict[int, tuple[dict, CompiledTemplate]] = {}
+_BY_CONTENT: dict[str, CompiledTemplate] = {}
+_CACHE_LIMIT = 256
+
+
+def load_template(spec: dict | CompiledTemplate) -> CompiledTemplate:
+    """Validate and compile a response template dict (or return an already compiled one).
+
+    Raises `TemplateError` (a `ValueError`) naming the field and key at fault."""
+    if isinstance(spec, CompiledTemplate):
+        return spec
+    cached = _BY_ID.get(id(spec))
+    if cached is not None and cached[0] == spec:
+        return cached[1]
+    if not isinstance(spec, dict):
+        raise TemplateError(f"response_template must be a dict, got {type(spec).__name__}")
+    try:
+        key = json.dumps(spec, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError) as error:
+        raise TemplateError(f"response_template must be plain JSON data (dicts, lists, strings, numbers): {error}") from None
+    compiled = _BY_CONTENT.get(key)
+    if compiled is None:
+        compiled = _compile(spec)
+        if len(_BY_CONTENT) >= _CACHE_LIMIT:
+            _BY_CONTENT.clear()
+        _BY_CONTENT[key] = compiled
+    if len(_BY_ID) >= _CACHE_LIMIT:
+        _BY_ID.clear()
+    _BY_ID[id(spec)] = (compiled.source, compiled)
+    return compiled

@@ -1,0 +1,185 @@
+"""Turning generated token ids into the text the parser scans, so that control tokens act as delimiters only
+when the model generated them as their own ids.
+
+A model (or a user it quotes) can spell `<tool_call>` with ordinary tokens; decoded naively, that text would open a
+tool call. Here every control-token spelling that comes from ordinary tokens is defused by slipping a marker
+character between its characters; markers are removed from everything the parser hands back.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import groupby
+from typing import Any
+
+import regex
+
+# A Unicode noncharacter (reserved for internal use), so real model output does not contain it.
+MARKER = "\ufdd2"
+REPLACEMENT = "\ufffd"
+
+
+def strip_markers(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace(MARKER, "") if MARKER in value else value
+    if isinstance(value, list):
+        return [strip_markers(item) for item in value]
+    if isinstance(value, dict):
+        return {strip_markers(key): strip_markers(item) for key, item in value.items()}
+    return value
+
+
+def to_python(value: Any) -> Any:
+    """numpy arrays and torch tensors (any object with `tolist`) to plain lists; ints stay ints."""
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple, str)):
+        return value.tolist()
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+class IncrementalDecoder:
+    """Decodes ids one step at a time, holding back ids that end inside a multi-byte character. Each step decodes
+    the previous step's ids together with the new ones and emits the difference, so decoders that depend on
+    neighbouring tokens (byte-level BPE, Metaspace) give the same text as decoding everything at once."""
+
+    def __init__(self, backend: Any):
+        self._backend = backend
+        self._ids: list[int] = []
+        self._prefix = ""
+        self._prefix_index = 0
+
+    def step(self, ids: list[int]) -> str | None:
+        self._ids.extend(ids)
+        text = self._backend.decode(self._ids, skip_special_tokens=False)
+        if len(text.encode("utf-8", "surrogatepass")) <= len(self._prefix.encode("utf-8", "surrogatepass")):
+            return None
+        if text.endswith(REPLACEMENT):
+            return None
+        if not text.startswith(self._prefix):
+            raise ValueError("token ids: the decoded text no longer starts with the text decoded before")
+        new_text = text[len(self._prefix):]
+        kept = len(self._ids) - self._prefix_index
+        self._ids = self._ids[self._prefix_index:]
+        self._prefix = self._backend.decode(self._ids, skip_special_tokens=False)
+        self._prefix_index = kept
+        return new_text
+
+
+@lru_cache(maxsize=64)
+def _template_literals(chat_template: str) -> str:
+    """The literal text of a chat template (raw text and string constants), joined by NULs so that no search
+    matches across two pieces."""
+    try:
+        import jinja2
+        from jinja2 import nodes
+        from jinja2.ext import Extension
+
+        class _Generation(Extension):  # transformers' {% generation %} block tag
+            tags = {"generation"}
+
+            def parse(self, parser):
+                lineno = next(parser.stream).lineno
+                body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+                return nodes.Scope(body, lineno=lineno)
+
+        environment = jinja2.Environment(
+            trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", _Generation]
+        )
+        tree = environment.parse(chat_template)
+    except Exception:  # an unparsable template: its whole text is the best guess
+        return chat_template
+    pieces = {node.data for node in tree.find_all(nodes.TemplateData)}
+    pieces |= {node.value for node in tree.find_all(nodes.Const) if isinstance(node.value, str)}
+    return "\0".join(pieces)
+
+
+def control_tokens(tokenizer: Any) -> tuple[str, ...]:
+    """The tokens that count as control tokens: special added tokens, those listed in `chat_control_tokens`, or
+    (without that list) the added tokens the chat template writes, except whitespace tokens."""
+    added = list(getattr(tokenizer, "added_tokens_decoder", {}).values())
+    listed = getattr(tokenizer, "chat_control_tokens", None)
+    if listed is not None:
+        listed = set(listed)
+        return tuple(sorted({t.content for t in added if t.special or t.content in listed}))
+    chat_template = getattr(tokenizer, "chat_template", None)
+    templates = list(chat_template.values()) if isinstance(chat_template, dict) else [chat_template or ""]
+    literal_text = "\0".join(_template_literals(template) for template in templates)
+    return tuple(
+        sorted({t.content for t in added if t.special or (t.content in literal_text and not t.content.isspace())})
+    )
+
+
+class TokenIdDecoder:
+    """Incremental decoding of generated ids into parser text, with spelled-out control tokens defused."""
+
+    def __init__(self, tokenizer: Any):
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            raise TypeError(
+                f"tokenizer=: {type(tokenizer).__name__} is not a fast tokenizer (no backend_tokenizer); parsing token "
+                "ids needs one. Decode the ids yourself and pass text."
+            )
+        tokens = control_tokens(tokenizer)
+        self._spelling_of = {
+            token_id: added.content
+            for token_id, added in tokenizer.added_tokens_decoder.items()
+            if added.content in tokens
+        }
+        longest_first = sorted(tokens, key=len, reverse=True)
+        self._tokens_re = regex.compile("|".join(map(regex.escape, longest_first)) or "(?!)")
+        self._prefixes = frozenset(token[:size] for token in tokens for size in range(1, len(token)))
+        self._longest = max(map(len, self._prefixes), default=0)
+        self._backend = backend
+        self._stream = IncrementalDecoder(backend)
+        self._pending: list[int] = []  # ids that end inside a multi-byte character
+        self._tail = ""  # text that could still be the start of a spelled-out control token
+
+    def feed(self, ids: Any) -> str:
+        ids = to_python(ids)
+        if isinstance(ids, int):
+            ids = [ids]
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise TypeError(f"expected token ids (a list of ints, a 1-D array or tensor), got {type(ids).__name__}")
+        out: list[str] = []
+        for is_control, run in groupby(ids, self._spelling_of.__contains__):
+            if is_control:
+                for token_id in run:
+                    spelling = self._spelling_of[token_id]
+                    # decoding the control token also releases a character held back before it
+                    decoded = self._stream.step([token_id]) or ""
+                    out.append(self._defuse(decoded.removesuffix(spelling), final=True) + spelling)
+                self._pending = []
+                continue
+            run = list(run)
+            decoded = self._stream.step(run)
+            if decoded is None:
+                self._pending += run
+            else:
+                self._pending = []
+                out.append(self._defuse(decoded))
+        return "".join(out)
+
+    def flush(self) -> str:
+        """Release everything held back; the next ids start a new sequence (as `decode` of the generation alone)."""
+        text = self._backend.decode(self._pending, skip_special_tokens=False) if self._pending else ""
+        self._stream, self._pending = IncrementalDecoder(self._backend), []
+        return self._defuse(text, final=True)
+
+    def _defuse(self, text: str, final: bool = False) -> str:
+        text, self._tail = self._tail + text, ""
+        if not final:
+            held = 0
+            for size in range(min(self._longest, len(text)), 0, -1):
+                if text[-size:] in self._prefixes:
+                    held = size
+                    break
+            cut = len(text) - held
+            if held:
+                # never cut through a complete spelling: it is defused whole once the tail is decided
+                for match in self._tokens_re.finditer(text, max(0, cut - self._longest)):
+                    if match.start() < cut < match.end():
+                        cut = match.start()
+                        break
+            text, self._tail = text[:cut], text[cut:]
+        return self._tokens_re.sub(lambda match: MARKER.join(match.group()), text)

@@ -1,0 +1,123 @@
+"""Typing tool-call arguments with the JSON schemas of the tools the model was offered.
+
+Models often write every argument as text (`<parameter=days>3</parameter>`); the tool's schema says that `days` is
+an integer. Given `tools=`, parsed calls get their arguments converted as transformers 5.25 does it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+
+def tool_parameters(tools: list | None) -> dict[str, dict]:
+    """Tool name -> its schema's `properties`, from JSON schemas (bare or wrapped in {"type": "function", ...})
+    or Python functions with type hints and docstrings."""
+    parameters: dict[str, dict] = {}
+    for tool in tools or []:
+        if callable(tool) and not isinstance(tool, dict):
+            tool = _schema_of_function(tool)
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            params = function.get("parameters")
+            properties = params.get("properties") if isinstance(params, dict) else None
+            parameters[function["name"]] = properties if isinstance(properties, dict) else {}
+    return parameters
+
+
+def _schema_of_function(function: Callable) -> dict:
+    try:
+        from transformers.utils import get_json_schema
+    except ImportError as error:  # the core does not need transformers, except to read Python functions
+        raise TypeError(
+            f"tools: {getattr(function, '__name__', function)!r} is a Python function; turning it into a JSON schema "
+            "needs transformers (get_json_schema). Pass its JSON schema instead, or install transformers."
+        ) from error
+    return get_json_schema(function)
+
+
+def schema_types(schema: Any) -> tuple[str, ...]:
+    """The JSON types a parameter schema allows, in the order given (unions and `nullable` included)."""
+    if not isinstance(schema, dict):
+        return ()
+    declared = schema.get("type")
+    found: list[str] = []
+    if isinstance(declared, str):
+        found.append(declared)
+    elif isinstance(declared, list):
+        found.extend(kind for kind in declared if isinstance(kind, str))
+    for union in ("anyOf", "oneOf"):
+        for option in schema.get(union) or []:
+            found.extend(schema_types(option))
+    if schema.get("nullable") and "null" not in found:
+        found.append("null")
+    return tuple(found)
+
+
+def _as_integer(raw: str) -> Any:
+    try:
+        return int(raw)
+    except ValueError:
+        number = float(raw)  # "3.0" is an integer in JSON Schema
+        if not number.is_integer():
+            raise
+        return int(number)
+
+
+def _as_number(raw: str) -> Any:
+    number = float(raw)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError("not a JSON number")
+    return int(number) if number.is_integer() and "." not in raw else number
+
+
+def convert_text(raw: str, types: tuple[str, ...]) -> Any:
+    """The first of `types` that `raw` reads as; the text itself when none does (or the type is string)."""
+    for kind in types:
+        try:
+            if kind == "integer":
+                return _as_integer(raw)
+            if kind == "number":
+                return _as_number(raw)
+            if kind == "boolean":
+                word = raw.strip().lower()
+                if word in ("true", "1", "false", "0"):
+                    return word in ("true", "1")
+            elif kind == "null":
+                if raw.strip() in ("null", "None"):
+                    return None
+            elif kind in ("object", "array"):
+                decoded = json.loads(raw)
+                if isinstance(decoded, dict if kind == "object" else list):
+                    return decoded
+        except ValueError:
+            continue
+    return raw
+
+
+def type_tool_calls(value: Any, parameters: dict[str, dict], typed_syntax: bool) -> Any:
+    """Convert, in place, the arguments of the tool calls in `value` (a call or a list of them). With
+    `typed_syntax` (json, python-call-list), parameters that allow strings keep what the model wrote."""
+    if isinstance(value, list):
+        return [type_tool_calls(item, parameters, typed_syntax) for item in value]
+    function = value.get("function") if isinstance(value, dict) else None
+    if not isinstance(function, dict):
+        return value
+    name, arguments = function.get("name"), function.get("arguments")
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        return value
+    properties = parameters.get(name)
+    if not properties:
+        return value
+    for key, argument in arguments.items():
+        if key not in properties:
+            continue
+        types = schema_types(properties[key])
+        if not types or (typed_syntax and "string" in types):
+            continue
+        if isinstance(argument, str):
+            arguments[key] = convert_text(argument, types)
+        elif isinstance(argument, list) and "array" not in types:
+            # repeated keys gathered by merge_duplicates: convert each
+            arguments[key] = [convert_text(item, types) if isinstance(item, str) else item for item in argument]
+    return value
