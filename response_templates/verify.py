@@ -1,0 +1,576 @@
+"""Check a response template against a real chat template.
+
+The chat template writes assistant messages; the response template must read them back. We render a
+set of canonical conversations, split each rendering into the prompt (history with the generation
+prompt) and the generation (what the model would have written), parse the generation and compare
+the parsed message with the message that was rendered. See templates/FORMAT.md for the options.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "CASE_NAMES",
+    "CaseResult",
+    "VERIFY_OPTION_KEYS",
+    "VerifyReport",
+    "check_options",
+    "render_chat_template",
+    "verify",
+    "verify_entry",
+]
+
+VERIFY_OPTION_KEYS = frozenset(
+    {"scenarios", "render_kwargs", "tools_always", "reasoning_in_content", "bos_token", "eos_token", "arguments", "cases", "skip_cases", "reasoning_synthesis"}
+)
+_SCENARIO_KEYS = frozenset({"name", "render_kwargs", "reasoning"})
+
+
+def _parse(generation: str, template: Any, prefix: str, tools: list | None) -> dict:
+    from . import parse_response
+
+    return parse_response(generation, template, prefix=prefix, tools=tools)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering: a jinja2 environment close to the one transformers renders chat templates with.
+
+
+def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    # Chat templates expect non-ASCII text to stay as is, unlike jinja2's HTML-safe built-in filter.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _raise_exception(message):
+    from jinja2.exceptions import TemplateError
+
+    raise TemplateError(message)
+
+
+def _strftime_now(fmt):
+    return datetime.now().strftime(fmt)
+
+
+_ENV = None
+
+
+def _environment():
+    global _ENV
+    if _ENV is None:
+        from jinja2 import nodes
+        from jinja2.ext import Extension, loopcontrols
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        class _Generation(Extension):
+            # `{% generation %}...{% endgeneration %}` marks assistant text for training masks; rendering ignores it.
+            tags = {"generation"}
+
+            def parse(self, parser):
+                lineno = next(parser.stream).lineno
+                body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+                return nodes.Scope(body).set_lineno(lineno)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, loopcontrols])
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise_exception
+        env.globals["strftime_now"] = _strftime_now
+        _ENV = env
+    return _ENV
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(chat_template: str):
+    # Compiling is the slow part of rendering, and verify renders each chat template many times.
+    return _environment().from_string(chat_template)
+
+
+def render_chat_template(
+    chat_template: str,
+    messages: list[dict],
+    *,
+    tools: list[dict] | None = None,
+    add_generation_prompt: bool = False,
+    bos_token: str = "",
+    eos_token: str = "",
+    **kwargs: Any,
+) -> str:
+    """Render a chat template source the way transformers does (sandboxed jinja2)."""
+    return _compile(chat_template).render(
+        messages=messages,
+        tools=tools,
+        add_generation_prompt=add_generation_prompt,
+        bos_token=bos_token,
+        eos_token=eos_token,
+        **kwargs,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Canonical conversations.
+
+_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Get the weather forecast for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "description": "City name"},
+                    "days": {"type": "integer", "description": "Number of days"},
+                    "include_hourly": {"type": "boolean"},
+                    "min_temp": {"type": "number"},
+                },
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search_web",
+            "description": "Search the web.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}, "max_results": {"type": "integer"}},
+                "required": ["query"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Get the current time.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "create_event",
+            "description": "Create a calendar event.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "title": {"type": "string"},
+                    "attendees": {"type": "array", "items": {"type": "object"}},
+                    "details": {"type": "object"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["title"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "save_note",
+            "description": "Save a text note.",
+            "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        },
+    },
+]
+
+_WEATHER_ARGS = {"city": "Paris", "days": 3, "include_hourly": True, "min_temp": -2.5}
+_SEARCH_ARGS = {"query": "best bakeries in Lyon", "max_results": 5}
+_NESTED_ARGS = {
+    "title": "Réunion d'équipe — 東京 🚀",
+    "attendees": [{"name": "Zoë", "email": "zoe@example.com"}, {"name": "Łukasz", "optional": True}],
+    "details": {"location": {"city": "Zürich", "room": "B-12"}, "duration_h": 1.5, "notes": None},
+    "tags": ["planning", "q3"],
+}
+_MARKER_TEXT = (
+    'He said "hi" and wrote a backslash \\ then:\n'
+    "close tags such as </tool_call>, </function>, </parameter> or </think> are plain text here."
+)
+
+_ANSWER = "Here is a short answer.\n\n**Key points:**\n- Paris is the capital of France.\n- It has about 2.1 million inhabitants."
+_REASONING = "The user wants a short fact.\nI recall Paris has roughly 2.1 million people, so I will answer briefly."
+
+
+def _call(name: str, arguments: dict, call_id: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _history(reasoning: bool) -> list[dict]:
+    first_answer = {"role": "assistant", "content": "", "tool_calls": [_call("get_weather", {"city": "Oslo"}, "abc123def")]}
+    second_answer = {"role": "assistant", "content": "It is 4°C and cloudy in Oslo today."}
+    if reasoning:
+        first_answer["reasoning_content"] = "I need the weather for Oslo."
+        second_answer["reasoning_content"] = "The tool says 4°C and cloudy."
+    return [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "What's the weather in Oslo?"},
+        first_answer,
+        {"role": "tool", "tool_call_id": "abc123def", "name": "get_weather", "content": '{"temp_c": 4, "sky": "cloudy"}'},
+        second_answer,
+    ]
+
+
+# Names usable in the "cases" and "skip_cases" options (see templates/FORMAT.md for what each covers).
+CASE_NAMES = (
+    "plain",
+    "reasoning_only",
+    "single_call",
+    "parallel_calls",
+    "no_arguments",
+    "nested_unicode_arguments",
+    "marker_text_arguments",
+    "text_before_call",
+    "multi_turn",
+    "multi_turn_answer",
+)
+
+
+def _cases(reasoning: bool, tool_calls: bool, parallel: bool) -> list[tuple[str, list[dict], dict, bool]]:
+    """(name, history, assistant message, uses tools) for every applicable case."""
+    user = {"role": "user", "content": "Tell me about Paris."}
+    out = [("plain", [user], {"role": "assistant", "content": _ANSWER}, False)]
+    if reasoning:
+        out.append(("reasoning_only", [user], {"role": "assistant", "content": ""}, False))
+    if tool_calls:
+
+        def calls(*items):
+            return {"role": "assistant", "content": "", "tool_calls": list(items)}
+
+        ask = {"role": "user", "content": "Plan my trip to Paris."}
+        out += [
+            ("single_call", [ask], calls(_call("get_weather", _WEATHER_ARGS, "mno789pqr")), True),
+            ("no_arguments", [{"role": "user", "content": "What time is it?"}], calls(_call("get_time", {}, "mno789pqr")), True),
+            ("nested_unicode_arguments", [ask], calls(_call("create_event", _NESTED_ARGS, "mno789pqr")), True),
+            ("marker_text_arguments", [ask], calls(_call("save_note", {"text": _MARKER_TEXT}, "mno789pqr")), True),
+            (
+                "text_before_call",
+                [ask],
+                {
+                    "role": "assistant",
+                    "content": "Let me check the forecast first.",
+                    "tool_calls": [_call("get_weather", _WEATHER_ARGS, "mno789pqr")],
+                },
+                True,
+            ),
+            (
+                "multi_turn",
+                _history(reasoning) + [{"role": "user", "content": "Any good bakeries in Lyon?"}],
+                calls(_call("search_web", _SEARCH_ARGS, "ghi456jkl")),
+                True,
+            ),
+            (
+                "multi_turn_answer",
+                _history(reasoning) + [{"role": "user", "content": "Thanks! And Paris?"}],
+                {"role": "assistant", "content": _ANSWER},
+                True,
+            ),
+        ]
+        if parallel:
+            out.insert(
+                2,
+                (
+                    "parallel_calls",
+                    [ask],
+                    calls(_call("get_weather", _WEATHER_ARGS, "mno789pqr"), _call("search_web", _SEARCH_ARGS, "stu012vwx")),
+                    True,
+                ),
+            )
+    if reasoning:
+        for _, _, message, _ in out:
+            message["reasoning_content"] = _REASONING
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports.
+
+
+@dataclass
+class CaseResult:
+    name: str
+    scenario: str
+    ok: bool
+    diff: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    prompt: str = ""
+    generation: str = ""
+    expected: dict | None = None
+    parsed: dict | None = None
+    tools: list | None = None
+
+    def __str__(self) -> str:
+        head = f"[{self.scenario}] {self.name}: "
+        if self.skipped is not None:
+            return head + f"skipped ({self.skipped})"
+        if self.ok:
+            return head + "ok"
+        return head + "FAILED\n" + "\n".join("    " + line for line in self.diff) + f"\n    generation: {self.generation!r}"
+
+
+@dataclass
+class VerifyReport:
+    cases: list[CaseResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(case.ok for case in self.cases) and any(case.skipped is None for case in self.cases)
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        return [case for case in self.cases if not case.ok]
+
+    def summary(self) -> str:
+        ran = [case for case in self.cases if case.skipped is None]
+        failed = self.failures
+        lines = [f"{len(ran) - len(failed)}/{len(ran)} cases ok, {len(self.cases) - len(ran)} skipped"]
+        lines += [str(case) for case in self.cases if not case.ok or case.skipped is not None]
+        return "\n".join(lines)
+
+    __str__ = summary
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparison.
+
+
+def _text_value(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return value  # compared as is, so a wrong type shows in the diff
+    return value.strip() or None
+
+
+def _expected_calls(message: dict) -> list[tuple[str, Any]]:
+    return [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+
+
+def _parsed_calls(message: dict, diff: list[str]) -> list[tuple[str, Any]] | None:
+    calls = message.get("tool_calls")
+    if calls is None:
+        return []
+    if not isinstance(calls, list):
+        diff.append(f"tool_calls: expected a list, got {type(calls).__name__}: {calls!r}")
+        return None
+    out = []
+    for i, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or call.get("type") != "function":
+            diff.append(f"tool_calls[{i}]: not of the shape {{'type': 'function', 'function': {{...}}}}: {call!r}")
+            return None
+        out.append((function.get("name"), function.get("arguments")))
+    return out
+
+
+def _compare(expected: dict, parsed: dict) -> list[str]:
+    diff = []
+    for key in ("content", "reasoning_content"):
+        want, got = _text_value(expected.get(key)), _text_value(parsed.get(key))
+        if want != got:
+            diff.append(f"{key}: expected {want!r}, got {got!r}")
+    want_calls = _expected_calls(expected)
+    got_calls = _parsed_calls(parsed, diff)
+    if got_calls is not None:
+        if len(want_calls) != len(got_calls):
+            diff.append(f"tool_calls: expected {len(want_calls)} call(s), got {len(got_calls)}: {parsed.get('tool_calls')!r}")
+        for i, (want, got) in enumerate(zip(want_calls, got_calls)):
+            if want[0] != got[0]:
+                diff.append(f"tool_calls[{i}].name: expected {want[0]!r}, got {got[0]!r}")
+            if want[1] != got[1] or _json_types(want[1]) != _json_types(got[1]):
+                diff.append(f"tool_calls[{i}].arguments: expected {want[1]!r}, got {got[1]!r}")
+    if parsed.get("role") != "assistant":
+        diff.append(f"role: expected 'assistant', got {parsed.get('role')!r}")
+    extra = sorted(set(parsed) - {"role", "content", "reasoning_content", "tool_calls"})
+    if extra:
+        diff.append(f"unexpected keys in the parsed message: {extra}")
+    return diff
+
+
+def _json_types(value: Any) -> Any:
+    # 1 == 1.0 == True in Python; compare the JSON types too so `"3"` vs `3` or `1` vs `True` show up.
+    if isinstance(value, dict):
+        return {k: _json_types(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_types(v) for v in value]
+    return type(value).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# verify()
+
+
+def check_options(options: dict) -> None:
+    """Raise ValueError naming what is wrong in a verify options dict (see templates/FORMAT.md)."""
+    unknown = set(options) - VERIFY_OPTION_KEYS
+    if unknown:
+        raise ValueError(f"verify options: unknown keys {sorted(unknown)} (known: {sorted(VERIFY_OPTION_KEYS)})")
+    for i, scenario in enumerate(options.get("scenarios") or []):
+        if not isinstance(scenario, dict) or not isinstance(scenario.get("name"), str):
+            raise ValueError(f"verify options: scenarios[{i}] must be an object with a string 'name'")
+        bad = set(scenario) - _SCENARIO_KEYS
+        if bad:
+            raise ValueError(f"verify options: scenarios[{i}] has unknown keys {sorted(bad)}")
+    for key, parts in (("reasoning_synthesis", ("prefill", "close")), ("reasoning_in_content", ("open", "close"))):
+        value = options.get(key)
+        if value is not None and (not isinstance(value, dict) or set(value) != set(parts)
+                                  or not all(isinstance(value[p], str) for p in parts)):
+            raise ValueError(f"verify options: '{key}' must be an object with exactly the string keys {list(parts)}")
+    for key in ("render_kwargs", "skip_cases"):
+        if not isinstance(options.get(key, {}), dict):
+            raise ValueError(f"verify options: '{key}' must be an object")
+    if options.get("arguments", "dict") not in ("dict", "json_string"):
+        raise ValueError("verify options: 'arguments' must be 'dict' or 'json_string'")
+    unknown_cases = set(options.get("cases") or []) | set(options.get("skip_cases") or {})
+    unknown_cases -= set(CASE_NAMES)
+    if unknown_cases:
+        raise ValueError(f"verify options: unknown case names {sorted(unknown_cases)} (known: {list(CASE_NAMES)})")
+
+
+def _for_template(message: dict, arguments: str, in_content: dict | None = None) -> dict:
+    """The message as given to the chat template (arguments as JSON text if the template wants that)."""
+    message = copy.deepcopy(message)
+    if in_content is not None and message.get("reasoning_content") is not None:
+        # Templates that only read reasoning from the content string, written as the model writes it.
+        reasoning = message.pop("reasoning_content")
+        message["content"] = in_content["open"] + reasoning + in_content["close"] + (message.get("content") or "")
+    if arguments == "json_string":
+        for call in message.get("tool_calls") or []:
+            call["function"]["arguments"] = json.dumps(call["function"]["arguments"], ensure_ascii=False)
+    return message
+
+
+def verify(
+    template: Any,
+    chat_template: str | os.PathLike,
+    *,
+    options: dict | None = None,
+    supports: dict | None = None,
+) -> VerifyReport:
+    """Render the canonical conversations through `chat_template` and parse them back with `template`.
+
+    `template` is a response template (dict or compiled) or a whole library entry (a dict with
+    "template", "supports" and optional "verify"), in which case `supports` and `options` default to
+    the entry's. `chat_template` is the Jinja source, or a path to a file holding it.
+    """
+    if isinstance(template, dict) and "template" in template and "fields" not in template:
+        entry = template
+        template = entry["template"]
+        options = entry.get("verify", {}) if options is None else options
+        supports = entry.get("supports") if supports is None else supports
+    options = dict(options or {})
+    check_options(options)
+    supports = supports or {"reasoning": False, "tool_calls": True, "parallel_tool_calls": True}
+    if isinstance(chat_template, os.PathLike):
+        with open(chat_template, "rb") as f:  # bytes: keep \r\n as the tokenizer would
+            chat_template = f.read().decode("utf-8")
+
+    base_kwargs = {"bos_token": options.get("bos_token", ""), "eos_token": options.get("eos_token", "")}
+    base_kwargs.update(options.get("render_kwargs") or {})
+    arguments = options.get("arguments", "dict")
+    only = options.get("cases")
+    skip = options.get("skip_cases") or {}
+    synthesis = options.get("reasoning_synthesis")
+
+    results = []
+    for scenario in options.get("scenarios") or [{"name": "default"}]:
+        kwargs = {**base_kwargs, **(scenario.get("render_kwargs") or {})}
+        reasoning = scenario.get("reasoning", bool(supports.get("reasoning")))
+        cases = _cases(reasoning, bool(supports.get("tool_calls")), bool(supports.get("parallel_tool_calls")))
+        for name, history, message, uses_tools in cases:
+            if only is not None and name not in only:
+                continue
+            result = CaseResult(name=name, scenario=scenario["name"], ok=True, expected=message)
+            results.append(result)
+            if name in skip:
+                result.skipped = skip[name]
+                continue
+            tools = _TOOLS if uses_tools or options.get("tools_always") else None
+            in_content = options.get("reasoning_in_content")
+            rendered_history = [_for_template(m, arguments, in_content) for m in history]
+            try:
+                prompt = render_chat_template(chat_template, rendered_history, tools=tools, add_generation_prompt=True, **kwargs)
+                full = render_chat_template(
+                    chat_template, rendered_history + [_for_template(message, arguments, in_content)], tools=tools, **kwargs
+                )
+            except Exception as e:  # any template error is a finding, reported per case
+                result.ok = False
+                result.diff.append(f"chat template failed to render: {type(e).__name__}: {e}")
+                continue
+            result.prompt = prompt
+            result.tools = tools
+            generation = _split(prompt, full, message, synthesis)
+            if generation is None:
+                result.ok = False
+                result.diff.append(
+                    "the prompt (history + generation prompt) is not a prefix of the rendering with the assistant "
+                    f"message; prompt ends with {prompt[-80:]!r}, rendering continues with "
+                    f"{full[len(_common_prefix(prompt, full)) :][:80]!r}"
+                )
+                continue
+            result.generation = generation
+            try:
+                parsed = _parse(generation, template, prompt, tools)
+            except Exception as e:  # a parse error is a finding too
+                result.ok = False
+                result.diff.append(f"parse failed: {type(e).__name__}: {e}")
+                continue
+            result.parsed = parsed
+            result.diff = _compare(message, parsed)
+            result.ok = not result.diff
+    return VerifyReport(results)
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+def _split(prompt: str, full: str, message: dict, synthesis: dict | None) -> str | None:
+    if full.startswith(prompt):
+        return full[len(prompt) :]
+    if synthesis is None or not prompt.endswith(synthesis["prefill"]):
+        return None
+    # The chat template drops reasoning from rendered turns while its generation prompt opens a
+    # reasoning block (the prefill): the model writes the reasoning, the close marker, then the turn.
+    head = prompt[: len(prompt) - len(synthesis["prefill"])]
+    if not full.startswith(head):
+        return None
+    return (message.get("reasoning_content") or "") + synthesis["close"] + full[len(head) :]
+
+
+def verify_entry(entry: dict | str, folder: str | os.PathLike) -> dict[str, VerifyReport]:
+    """Verify a library entry (or its name) against every chat template it lists, read from `folder`.
+
+    Returns {file name: report}. Raises FileNotFoundError for a listed file that is missing, and
+    ValueError when a file's sha256 differs from the one the entry records (the entry was verified
+    against other bytes).
+    """
+    import hashlib
+
+    if isinstance(entry, str):
+        from .library import get_entry
+
+        entry = get_entry(entry)
+    reports = {}
+    for item in entry["chat_templates"]:
+        path = os.path.join(folder, item["file"])
+        with open(path, "rb") as f:
+            data = f.read()
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != item["sha256"]:
+            raise ValueError(
+                f"{entry['name']}: chat template {item['file']} has sha256 {digest}, the entry records {item['sha256']}"
+            )
+        options = {**entry.get("verify", {}), **item.get("verify", {})}
+        reports[item["file"]] = verify(entry["template"], data.decode("utf-8"), options=options, supports=entry["supports"])
+    return reports
