@@ -1,0 +1,320 @@
+"""The `response-templates` command line.
+
+    response-templates list                                   # the shipped templates
+    response-templates show qwen3                             # one library entry, as JSON
+    response-templates parse --model Qwen/Qwen3-8B out.txt    # parse a generation (file or stdin) to a message
+    response-templates parse --template qwen3 --prefix-file prompt.txt --stream < out.txt     # events, one per line
+    response-templates parse --template my_template.json --openai --tools tools.json < out.txt  # OpenAI chunks
+    response-templates verify --template qwen3 --chat-template Qwen--Qwen3-8B.jinja
+    response-templates push --help                            # open Hub pull requests (maintainers)
+
+Errors are reported as one line on stderr with a non-zero exit status (2 for usage errors, 1 otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+PROG = "response-templates"
+
+
+class CLIError(Exception):
+    """An error worth one line to the user."""
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+
+
+def _library():
+    from response_templates import library
+
+    return library
+
+
+def _library_entry(name: str) -> dict:
+    """The whole library entry (metadata + template) named `name`."""
+    library = _library()
+    if hasattr(library, "get_entry"):
+        try:
+            return library.get_entry(name)
+        except KeyError as error:  # unknown name: the library's message lists the known ones
+            raise CLIError(str(error)) from None
+    from importlib import resources
+
+    path = resources.files("response_templates") / "templates" / f"{name}.json"
+    if not name or "/" in name or not path.is_file():
+        raise CLIError(f"no library template named {name!r} (see `{PROG} list`)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _list_entries() -> list[dict]:
+    library = _library()
+    found = library.list_templates()
+    entries = []
+    for item in found:
+        if isinstance(item, dict):
+            entries.append(item)
+        else:
+            try:
+                entries.append(_library_entry(str(item)))
+            except Exception:  # a name we cannot describe is still listed
+                entries.append({"name": str(item)})
+    return entries
+
+
+def _unwrap(data: Any, where: str) -> Any:
+    """A response template from a library entry or a bare template dict."""
+    if isinstance(data, dict) and "template" in data and "fields" not in data:
+        return data["template"]
+    if isinstance(data, dict):
+        return data
+    raise CLIError(f"{where}: expected a JSON object (a response template or a library entry)")
+
+
+def _read_json(path: str, what: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as error:
+        raise CLIError(f"cannot read {what} {path!r}: {error.strerror or error}") from None
+    except json.JSONDecodeError as error:
+        raise CLIError(f"{what} {path!r} is not valid JSON: {error}") from None
+
+
+def _looks_like_file(value: str) -> bool:
+    return os.path.sep in value or value.endswith(".json") or os.path.isfile(value)
+
+
+def _resolve_entry_or_template(value: str) -> Any:
+    """A library entry (by name) or the JSON in a file (an entry or a bare template)."""
+    if _looks_like_file(value):
+        data = _read_json(value, "template file")
+        if not isinstance(data, dict):
+            raise CLIError(f"template file {value!r} must hold a JSON object (a response template or a library entry)")
+        return data
+    return _library_entry(value)
+
+
+def _resolve_template(args: argparse.Namespace) -> Any:
+    if args.model and args.template:
+        raise CLIError("give either --model or --template, not both")
+    if args.model:
+        template = _library().template_for(args.model)
+        if template is None:
+            raise CLIError(f"no library template is known to serve {args.model!r}; pick one with --template")
+        return _unwrap(template, f"template for {args.model}")
+    if args.template:
+        return _unwrap(_resolve_entry_or_template(args.template), args.template)
+    raise CLIError("say which template to use: --model HUB_ID or --template NAME|FILE")
+
+
+def _read_text(path: str | None, what: str) -> str:
+    if path is None or path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as error:
+        raise CLIError(f"cannot read {what} {path!r}: {error.strerror or error}") from None
+
+
+def _print_json(value: Any, *, indent: int | None = None) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=indent))
+
+
+# --- commands ----------------------------------------------------------------------------------------------
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    entries = _list_entries()
+    if args.json:
+        _print_json([{k: e.get(k) for k in ("name", "family", "description", "models")} for e in entries], indent=2)
+        return 0
+    width = max((len(e.get("name", "")) for e in entries), default=0)
+    for entry in entries:
+        line = entry.get("name", "").ljust(width)
+        if entry.get("family") or entry.get("description"):
+            line += f"  {entry.get('family', '')}: {entry.get('description', '')}"
+        print(line.rstrip())
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    _print_json(_library_entry(args.name), indent=2)
+    return 0
+
+
+def _cmd_parse(args: argparse.Namespace) -> int:
+    from response_templates import ResponseParser, load_template, parse_response
+
+    template = load_template(_resolve_template(args))
+    if args.prefix is not None and args.prefix_file is not None:
+        raise CLIError("give either --prefix or --prefix-file, not both")
+    prefix = args.prefix or ""
+    if args.prefix_file is not None:
+        prefix = _read_text(args.prefix_file, "prefix file")
+    tools = _read_json(args.tools, "tools file") if args.tools else None
+    if tools is not None and not isinstance(tools, list):
+        raise CLIError(f"tools file {args.tools!r} must hold a JSON list of tool schemas")
+    text = _read_text(args.input, "input file")
+    if args.chunk_size is not None and args.chunk_size < 1:
+        raise CLIError("--chunk-size must be at least 1")
+    size = args.chunk_size or max(len(text), 1)
+    pieces = [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+    if args.openai:
+        from response_templates.openai_adapter import OpenAIStreamAdapter
+
+        model = args.model or _template_name(args)
+        adapter = OpenAIStreamAdapter(template, prefix, tools=tools, model=model, may_truncate=not args.early_arguments)
+        for chunk in adapter.stream(pieces, truncated=args.truncated):
+            _print_json(chunk)
+        return 0
+    if args.stream:
+        parser = ResponseParser(template, prefix, tools=tools)
+        for event in parser.initial_events:
+            _print_json(event)
+        for piece in pieces:
+            for event in parser.feed(piece):
+                _print_json(event)
+        message, events = parser.finalize(truncated=args.truncated)
+        for event in events:
+            _print_json(event)
+        _print_json({"type": "message", "message": message})
+        return 0
+    message = parse_response(text, template, prefix=prefix, tools=tools, truncated=args.truncated)
+    _print_json(message, indent=None if args.compact else 2)
+    return 0
+
+
+def _template_name(args: argparse.Namespace) -> str:
+    name = args.template or "response-templates"
+    return os.path.splitext(os.path.basename(name))[0]
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from response_templates.verify import verify
+
+    entry = _resolve_entry_or_template(args.template)
+    chat_templates = list(args.chat_template or [])
+    if not chat_templates:
+        # Default: every chat template the library entry lists, from the shared folder.
+        folder = args.chat_templates_dir or os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
+        listed = [item.get("file") for item in entry.get("chat_templates", []) if isinstance(item, dict)]
+        if not listed:
+            raise CLIError("give the chat template to check against with --chat-template FILE")
+        if not folder:
+            raise CLIError(
+                "give --chat-template FILE, or --chat-templates-dir DIR (or set RESPONSE_TEMPLATES_CHAT_TEMPLATES) "
+                "to check the chat templates the entry lists"
+            )
+        chat_templates = [os.path.join(folder, name) for name in listed]
+    failed = 0
+    for path in chat_templates:
+        source = _read_text(path, "chat template")
+        options = None
+        if isinstance(entry, dict) and "template" in entry:
+            # Per-chat-template verify options of a library entry override its general ones.
+            for item in entry.get("chat_templates", []):
+                if isinstance(item, dict) and item.get("file") == os.path.basename(path) and "verify" in item:
+                    options = {**(entry.get("verify") or {}), **item["verify"]}
+        report = verify(entry, source, options=options) if options is not None else verify(entry, source)
+        print(f"== {os.path.basename(path)}")
+        print(report.summary())
+        failed += not report.ok
+    return 1 if failed else 0
+
+
+def _cmd_push(argv: list[str]) -> int:
+    from response_templates import publish  # imported only here: it needs huggingface_hub
+
+    return publish.main(argv, prog=f"{PROG} push")
+
+
+# --- argument parsing --------------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise CLIError(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Parse chat model outputs with response templates.")
+    from response_templates import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("list", help="list the library's templates")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    p = sub.add_parser("show", help="print one library entry as JSON")
+    p.add_argument("name")
+
+    p = sub.add_parser("parse", help="parse a generation into a message")
+    p.add_argument("input", nargs="?", help="file holding the generated text (default: stdin)")
+    p.add_argument("--model", help="Hub model id; its library template is used")
+    p.add_argument("--template", help="library template name, or a JSON file (a template or a library entry)")
+    p.add_argument(
+        "--prefix",
+        help="the prompt text that preceded the generation (default: none, i.e. the input holds the whole message)",
+    )
+    p.add_argument("--prefix-file", help="file holding the prompt text")
+    p.add_argument("--tools", help="JSON file holding the list of tool schemas offered to the model")
+    p.add_argument("--truncated", action="store_true", help="the generation was cut off (max tokens)")
+    p.add_argument("--stream", action="store_true", help="print the parser events as JSON lines")
+    p.add_argument("--openai", action="store_true", help="print OpenAI chat.completion.chunk objects as JSON lines")
+    p.add_argument(
+        "--early-arguments",
+        action="store_true",
+        help="with --openai: send tool calls while they are written (only for output that is not truncated)",
+    )
+    p.add_argument("--chunk-size", type=int, help="with --stream/--openai: feed the text in pieces of N characters")
+    p.add_argument("--compact", action="store_true", help="print the message on one line")
+
+    p = sub.add_parser("verify", help="check a template against real chat templates")
+    p.add_argument("--template", required=True, help="library template name, or a JSON file")
+    p.add_argument("--chat-template", action="append", help="Jinja chat template file (repeatable)")
+    p.add_argument("--chat-templates-dir", help="folder holding the chat templates a library entry lists")
+
+    sub.add_parser("push", help="open Hub pull requests adding templates (see `push --help`)", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "push":
+            return _cmd_push(argv[1:])
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        if args.command == "parse" and args.stream and args.openai:
+            raise CLIError("give either --stream or --openai, not both")
+        return {"list": _cmd_list, "show": _cmd_show, "parse": _cmd_parse, "verify": _cmd_verify}[args.command](args)
+    except CLIError as error:
+        _fail(str(error))
+        return 2
+    except KeyboardInterrupt:
+        _fail("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as error:  # any other failure: one readable line, no traceback
+        _fail(f"{type(error).__name__}: {error}" if not isinstance(error, (ValueError, OSError)) else str(error))
+        return 1
+
+
+def _fail(message: str) -> None:
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

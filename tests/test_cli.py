@@ -1,0 +1,265 @@
+"""The `response-templates` command line."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from response_templates import ResponseParser, parse_response
+from response_templates.cli import main
+from response_templates.library import get_entry, get_template, list_templates
+from response_templates.openai_adapter import accumulate_chunks, to_openai_message
+
+QWEN3_OUTPUT = (
+    "<think>\nThe user wants the weather.\n</think>\n\nChecking.\n\n"
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": "3"}}\n</tool_call><|im_end|>'
+)
+QWEN3_PROMPT = "<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n"
+TOOLS = [{
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}}}},
+}]
+# A small template of our own, for --template FILE.
+BRACKETS = {
+    "start_anchor": "<s>",
+    "defaults": {"role": "assistant"},
+    "fields": {"reasoning_content": {"open": "[think]", "close": "[/think]"}, "content": {}},
+}
+
+
+def run(argv, capsys, stdin: str | None = None, monkeypatch=None):
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path, name: str, content) -> str:
+    path = tmp_path / name
+    path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+    return str(path)
+
+
+def assert_one_line_error(code: int, err: str, *words: str) -> None:
+    assert code != 0
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("response-templates: error: "), err
+    for word in words:
+        assert word in lines[0]
+
+
+# --- list / show -------------------------------------------------------------------------------------------
+
+
+def test_list_names_every_template(capsys):
+    code, out, _ = run(["list"], capsys)
+    assert code == 0
+    names = [line.split()[0] for line in out.splitlines()]
+    assert names == list_templates()
+
+
+def test_list_json(capsys):
+    code, out, _ = run(["list", "--json"], capsys)
+    assert code == 0
+    assert [item["name"] for item in json.loads(out)] == list_templates()
+
+
+def test_show_prints_the_entry(capsys):
+    code, out, _ = run(["show", "qwen3"], capsys)
+    assert code == 0 and json.loads(out) == get_entry("qwen3")
+
+
+def test_show_unknown(capsys):
+    code, _, err = run(["show", "no-such-template"], capsys)
+    assert code == 2
+    assert_one_line_error(code, err, "no-such-template", "qwen3")
+
+
+# --- parse -------------------------------------------------------------------------------------------------
+
+
+def test_parse_by_model_from_file(tmp_path, capsys):
+    path = write(tmp_path, "out.txt", QWEN3_OUTPUT)
+    code, out, _ = run(["parse", "--model", "Qwen/Qwen3-8B", "--prefix", QWEN3_PROMPT, path], capsys)
+    assert code == 0
+    assert json.loads(out) == parse_response(QWEN3_OUTPUT, get_template("qwen3"), prefix=QWEN3_PROMPT)
+
+
+def test_parse_template_file_from_stdin_with_prefix_file(tmp_path, capsys, monkeypatch):
+    template = write(tmp_path, "brackets.json", BRACKETS)
+    prefix = write(tmp_path, "prompt.txt", "<s>old<s>[think] pre")
+    code, out, _ = run(["parse", "--template", template, "--prefix-file", prefix, "--compact"], capsys,
+                       stdin=" filled [/think] answer", monkeypatch=monkeypatch)
+    assert code == 0
+    assert out.count("\n") == 1
+    assert json.loads(out) == {"role": "assistant", "reasoning_content": "pre filled", "content": "answer"}
+
+
+def test_parse_library_entry_file(tmp_path, capsys, monkeypatch):
+    entry = write(tmp_path, "entry.json", get_entry("qwen3"))
+    code, out, _ = run(["parse", "--template", entry], capsys, stdin=QWEN3_OUTPUT, monkeypatch=monkeypatch)
+    assert code == 0 and json.loads(out)["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+def test_parse_tools_cast_arguments(tmp_path, capsys, monkeypatch):
+    tools = write(tmp_path, "tools.json", TOOLS)
+    code, out, _ = run(["parse", "--template", "qwen3", "--tools", tools], capsys, stdin=QWEN3_OUTPUT,
+                       monkeypatch=monkeypatch)
+    assert code == 0
+    assert json.loads(out)["tool_calls"][0]["function"]["arguments"] == {"city": "Paris", "days": 3}
+
+
+def test_parse_truncated_drops_the_unfinished_call(capsys, monkeypatch):
+    cut = QWEN3_OUTPUT[: QWEN3_OUTPUT.index('"days"')]
+    code, out, _ = run(["parse", "--template", "qwen3", "--truncated"], capsys, stdin=cut, monkeypatch=monkeypatch)
+    assert code == 0
+    assert json.loads(out) == {"role": "assistant", "reasoning_content": "The user wants the weather.",
+                               "content": "Checking."}
+
+
+def test_parse_stream_prints_events(capsys, monkeypatch):
+    code, out, _ = run(["parse", "--template", "qwen3", "--stream", "--chunk-size", "7", "--prefix", QWEN3_PROMPT],
+                       capsys, stdin=QWEN3_OUTPUT, monkeypatch=monkeypatch)
+    assert code == 0
+    lines = [json.loads(line) for line in out.splitlines()]
+    parser = ResponseParser(get_template("qwen3"), QWEN3_PROMPT)
+    events = list(parser.initial_events)
+    for start in range(0, len(QWEN3_OUTPUT), 7):
+        events += parser.feed(QWEN3_OUTPUT[start : start + 7])
+    message, final = parser.finalize()
+    assert lines == events + final + [{"type": "message", "message": message}]
+
+
+def test_parse_openai_prints_chunks(capsys, monkeypatch):
+    argv = ["parse", "--model", "Qwen/Qwen3-8B", "--openai", "--chunk-size", "5", "--early-arguments"]
+    code, out, _ = run(argv, capsys, stdin=QWEN3_OUTPUT, monkeypatch=monkeypatch)
+    assert code == 0
+    chunks = [json.loads(line) for line in out.splitlines()]
+    assert {chunk["model"] for chunk in chunks} == {"Qwen/Qwen3-8B"}
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    got = accumulate_chunks(chunks)
+    expected = to_openai_message(parse_response(QWEN3_OUTPUT, get_template("qwen3"), prefix=""))
+    for call in got["tool_calls"] + expected["tool_calls"]:
+        call.pop("id")
+    assert got == expected
+
+
+# --- errors: one line, non-zero, no traceback ----------------------------------------------------------------
+
+
+def test_unknown_model(capsys, monkeypatch):
+    code, _, err = run(["parse", "--model", "nobody/nothing"], capsys, stdin="x", monkeypatch=monkeypatch)
+    assert_one_line_error(code, err, "nobody/nothing", "--template")
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["parse"], ["--model", "--template"]),
+    (["parse", "--model", "Qwen/Qwen3-8B", "--template", "qwen3"], ["not both"]),
+    (["parse", "--template", "qwen3", "/no/such/file.txt"], ["/no/such/file.txt"]),
+    (["parse", "--template", "/no/such/template.json"], ["template.json"]),
+    (["parse", "--template", "qwen3", "--stream", "--openai"], ["--stream", "--openai"]),
+    (["parse", "--template", "qwen3", "--chunk-size", "0"], ["--chunk-size"]),
+    (["frobnicate"], ["frobnicate"]),
+    (["parse", "--no-such-option"], ["--no-such-option"]),
+])
+def test_usage_errors(argv, words, capsys, monkeypatch):
+    code, _, err = run(argv, capsys, stdin="", monkeypatch=monkeypatch)
+    assert code == 2
+    assert_one_line_error(code, err, *words)
+
+
+def test_invalid_json_and_invalid_template(tmp_path, capsys, monkeypatch):
+    bad_json = write(tmp_path, "bad.json", "{not json")
+    code, _, err = run(["parse", "--template", bad_json], capsys, stdin="", monkeypatch=monkeypatch)
+    assert_one_line_error(code, err, "bad.json", "not valid JSON")
+
+    invalid = {"start_anchor": "<s>", "fields": {"content": {"content": "nope"}}}
+    bad_template = write(tmp_path, "bad_template.json", invalid)
+    code, _, err = run(["parse", "--template", bad_template], capsys, stdin="", monkeypatch=monkeypatch)
+    assert code == 1
+    assert_one_line_error(code, err, "content")
+
+    tools = write(tmp_path, "tools.json", {"not": "a list"})
+    code, _, err = run(["parse", "--template", "qwen3", "--tools", tools], capsys, stdin="", monkeypatch=monkeypatch)
+    assert_one_line_error(code, err, "tools.json", "list")
+
+
+def test_parse_failure_is_one_line(capsys, monkeypatch):
+    code, _, err = run(["parse", "--template", "qwen3"], capsys, stdin="<tool_call>\n{oops}\n</tool_call>",
+                       monkeypatch=monkeypatch)
+    assert code == 1
+    assert_one_line_error(code, err)
+
+
+def test_console_entry_point_runs_as_a_module():
+    result = subprocess.run([sys.executable, "-m", "response_templates.cli", "list"], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PYTHONPATH": _package_home()})
+    assert result.returncode == 0 and "qwen3" in result.stdout.split()
+
+
+def _package_home() -> str:
+    import response_templates
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(response_templates.__file__)))
+
+
+# --- verify / push -----------------------------------------------------------------------------------------
+
+
+def _chat_templates_dir() -> str:
+    folder = os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
+    if not folder or not os.path.isdir(folder):
+        pytest.skip("RESPONSE_TEMPLATES_CHAT_TEMPLATES is not set to the folder of real chat templates")
+    return folder
+
+
+def test_verify_against_a_chat_template(capsys):
+    folder = _chat_templates_dir()
+    code, out, _ = run(["verify", "--template", "qwen3", "--chat-template",
+                        os.path.join(folder, "Qwen--Qwen3-8B.jinja")], capsys)
+    assert code == 0, out
+    assert "cases ok" in out and "FAILED" not in out
+
+
+def test_verify_every_listed_chat_template(capsys):
+    _chat_templates_dir()
+    code, out, _ = run(["verify", "--template", "qwen3"], capsys)
+    listed = [item["file"] for item in get_entry("qwen3")["chat_templates"]]
+    assert code == 0, out
+    assert [line[3:] for line in out.splitlines() if line.startswith("== ")] == listed
+
+
+def test_verify_reports_a_wrong_template(tmp_path, capsys):
+    folder = _chat_templates_dir()
+    wrong = write(tmp_path, "wrong.json", {**get_entry("qwen3"), "template": BRACKETS})
+    code, out, _ = run(["verify", "--template", wrong, "--chat-template",
+                        os.path.join(folder, "Qwen--Qwen3-8B.jinja")], capsys)
+    assert code == 1 and "FAILED" in out
+
+
+def test_verify_needs_a_chat_template(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("RESPONSE_TEMPLATES_CHAT_TEMPLATES", raising=False)
+    code, _, err = run(["verify", "--template", "qwen3"], capsys)
+    assert_one_line_error(code, err, "--chat-template")
+
+
+def test_push_delegates_to_the_publisher(monkeypatch):
+    from response_templates import publish
+
+    seen = {}
+
+    def fake_main(argv, **kwargs):
+        seen["argv"], seen["kwargs"] = argv, kwargs
+        return 3
+
+    monkeypatch.setattr(publish, "main", fake_main)
+    assert main(["push", "--family", "Qwen3", "--dry-run"]) == 3
+    assert seen == {"argv": ["--family", "Qwen3", "--dry-run"], "kwargs": {"prog": "response-templates push"}}
