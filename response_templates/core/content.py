@@ -335,31 +335,40 @@ def parse_content(text: str, name: str, args: dict) -> Any:
 PLACEHOLDER = regex.compile(r"\{(\w+(?:\.\w+)*)\}")
 
 
-def apply_transform(shape: Any, scope: dict) -> Any:
-    """Build `shape` with every whole-string `{path}` replaced by the value it names in `scope`."""
+def compile_transform(shape: Any) -> Callable[[dict], Any]:
+    """Turn a transform into a function of the scope (named captures and the parsed content) that builds the
+    value: every whole-string `{path}` is replaced by what it names, everything else is kept as written."""
     if isinstance(shape, dict):
-        return {key: apply_transform(item, scope) for key, item in shape.items()}
+        members = [(key, compile_transform(item)) for key, item in shape.items()]
+        return lambda scope: {key: build(scope) for key, build in members}
     if isinstance(shape, list):
-        return [apply_transform(item, scope) for item in shape]
-    if not isinstance(shape, str):
-        return shape
-    whole = PLACEHOLDER.fullmatch(shape)
-    if whole is None:
-        return shape
-    path = whole.group(1)
-    root, *steps = path.split(".")
+        items = [compile_transform(item) for item in shape]
+        return lambda scope: [build(scope) for build in items]
+    if isinstance(shape, str):
+        whole = PLACEHOLDER.fullmatch(shape)
+        if whole is not None:
+            path = whole.group(1)
+            root, *steps = path.split(".")
+            return lambda scope: _resolve(path, root, steps, scope)
+    return lambda scope: shape
+
+
+def _resolve(path: str, root: str, steps: list[str], scope: dict) -> Any:
     if root not in scope:
         raise TransformKeyError(f"transform placeholder '{{{path}}}': {root!r} is not defined; available: {sorted(scope)}")
     value = scope[root]
     for step in steps:
         if not isinstance(value, dict):
-            raise TransformError(
-                f"transform placeholder '{{{path}}}': cannot look up {step!r} in a {type(value).__name__}"
-            )
+            raise TransformError(f"transform placeholder '{{{path}}}': cannot look up {step!r} in a {type(value).__name__}")
         if step not in value:
             raise TransformError(f"transform placeholder '{{{path}}}': no key {step!r}; available: {sorted(value)}")
         value = value[step]
     return value
+
+
+def apply_transform(shape: Any, scope: dict) -> Any:
+    """Build `shape` with every whole-string `{path}` replaced by the value it names in `scope`."""
+    return compile_transform(shape)(scope)
 
 
 def mixed_placeholder(shape: Any) -> str | None:

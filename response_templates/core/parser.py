@@ -15,16 +15,16 @@ not grow with what was fed before.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from .content import apply_transform, parse_content, TYPED_SYNTAX
+from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, get_regex_timeout
 from .template import CompiledTemplate, Watch, WatchItem, load_template
 from .token_ids import TokenIdDecoder, strip_markers, to_python
 from .tools import tool_parameters, type_tool_calls
 
-# Consumed text kept before the scan position, for lookbehinds and \b in delimiter patterns.
+# Consumed text kept before the scan position, for \b and the like in delimiter patterns (templates whose
+# patterns have lookbehinds keep everything).
 _CONTEXT = 256
 # Drop consumed text once this much has piled up (amortises the copy).
 _TRIM_AT = 4096
@@ -66,13 +66,14 @@ class ResponseParser:
         if prefix is None:
             raise ValueError(PREFIX_REQUIRED)
         self._fields = compiled.fields
+        self._dirty = {name: not field.text_like for name, field in compiled.fields.items()}
         self._implicit = compiled.implicit
         self._tool_params = tool_parameters(tools) if tools else {}
         self._decoder = TokenIdDecoder(tokenizer) if tokenizer is not None else None
         self._record = _events
         self._buffer = ""
         self._pos = 0
-        self._output: dict = copy.deepcopy(compiled.defaults) if compiled.defaults else {}
+        self._output: dict = compiled.fresh_defaults()
         self._finalized = False
         self._reset()
         self.initial_events: list[dict] = []
@@ -105,13 +106,27 @@ class ResponseParser:
             )
         events: list[dict] = []
         if chunk:
-            self._buffer += chunk
+            # Appending to a string nothing else references lets CPython grow it in place instead of copying it.
+            buffer, self._buffer = self._buffer, ""
+            nothing_held = self._pos == len(buffer)
+            buffer += chunk
+            self._buffer = buffer
+            watch = self._watch
+            if nothing_held and watch.simple and not watch.may_start_in(chunk):
+                # The common case: no delimiter can start in this chunk, so all of it goes to the current region.
+                self._pos = len(buffer)
+                self._route(events if self._record else None, chunk)
+                self._trim()
+                return events
         self._run(events if self._record else None, eos=False)
-        if self._pos > _TRIM_AT:
+        self._trim()
+        return events
+
+    def _trim(self) -> None:
+        if self._pos > _TRIM_AT and not self.template.keeps_history:
             cut = self._pos - _CONTEXT
             self._buffer = self._buffer[cut:]
             self._pos -= cut
-        return events
 
     def finalize(self, truncated: bool = False) -> tuple[dict, list[dict]]:
         """End the stream: settle held-back text, close the open region, return `(message, events)`.
@@ -125,11 +140,7 @@ class ResponseParser:
             self._buffer += self._decoder.flush()
         events: list[dict] = []
         self._run(events if self._record else None, eos=True, truncated=truncated)
-        missing = [name for name, field in self._fields.items() if not field.optional and name not in self._output]
-        if missing:
-            raise ValueError(f"required field(s) {missing} (optional: false) did not appear in the output")
-        defaults = self.template.defaults
-        self._output = {key: value for key, value in self._output.items() if key in defaults or not _is_empty(value)}
+        self._output = finish_message(self.template, self._output)
         self._finalized = True
         return self._output, events
 
@@ -145,7 +156,7 @@ class ResponseParser:
 
     def _run(self, events: list | None, eos: bool, truncated: bool = False) -> None:
         while True:
-            found, hold = self._scan(eos)
+            found, hold = find_delimiter(self._watch, self._buffer, self._pos, eos)
             if found is not None:
                 item, start, end, groups = found
                 if start > self._pos:
@@ -174,40 +185,6 @@ class ResponseParser:
                 self._pos = hold
             return
 
-    def _scan(self, eos: bool) -> tuple[tuple | None, int]:
-        """The delimiter to commit now (item, start, end, named groups), or None; and where held-back text starts."""
-        watch = self._watch
-        buffer, pos = self._buffer, self._pos
-        end_of_text = len(buffer)
-        if not watch.items:
-            return None, end_of_text
-        if watch.literal_only:
-            match = watch.combined.search(buffer, pos)
-            hold = end_of_text if eos else _literal_hold(watch, buffer, pos)
-            if match is not None and match.start() < hold:
-                return (watch.owner[match.group()], match.start(), match.end(), None), hold
-            return None, hold
-        best, best_key, hold = None, None, end_of_text
-        for item in watch.items:
-            if item.delimiter.literals is not None:
-                single = _single_watch(item)
-                match = single.combined.search(buffer, pos)
-                if not eos:
-                    hold = min(hold, _literal_hold(single, buffer, pos))
-                groups = None
-            else:
-                match, pending = _pattern_scan(item, buffer, pos, eos)
-                hold = min(hold, pending)
-                groups = match.groupdict() if match is not None else None
-            if match is None:
-                continue
-            key = (match.start(), match.start() - match.end(), item.rank)
-            if best_key is None or key < best_key:
-                best_key, best = key, (item, match.start(), match.end(), groups)
-        if best is not None and best[1] >= hold:
-            best = None
-        return best, hold
-
     # -- regions ------------------------------------------------------------------------------------------------
 
     def _route(self, events: list | None, text: str) -> None:
@@ -222,7 +199,7 @@ class ResponseParser:
         if events is not None:
             if self._decoder is not None:
                 text = strip_markers(text)
-            events.append({"type": "region_chunk", "field": name, "text": text, "dirty": not self._fields[name].text_like})
+            events.append({"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]})
 
     def _open(self, events: list | None, item: WatchItem, groups: dict | None) -> None:
         field = item.field
@@ -246,20 +223,7 @@ class ResponseParser:
                 events.append({"type": "region_close", "field": name, "value": None, "truncated": True})
             self._reset()
             return
-        value = field_value(field, "".join(self._body), self._captures)
-        if self._decoder is not None:
-            value = strip_markers(value)
-        if self._tool_params and "value_parser_by" not in field.content_args:
-            value = type_tool_calls(value, self._tool_params, field.content in TYPED_SYNTAX)
-        if field.join is not None:
-            if not isinstance(value, str):
-                raise ValueError(f"field {name!r}: 'join' needs each match to parse to a string, got {type(value).__name__}")
-            earlier = self._output.get(name)
-            self._output[name] = value if earlier is None else earlier + field.join + value
-        elif field.repeats:
-            self._output.setdefault(name, []).append(value)
-        else:
-            self._output[name] = value
+        value = settle(field, "".join(self._body), self._captures, self._output, self._tool_params, self._decoder is not None)
         if events is not None:
             events.append({"type": "region_close", "field": name, "value": value})
         self._reset()
@@ -267,19 +231,87 @@ class ResponseParser:
 
 def field_value(field: Any, body: str, captures: dict) -> Any:
     """Parse a region's text with its field's content parser, then apply the field's transform."""
-    value = parse_content(body, field.content, field.content_args)
-    if field.transform is None:
+    value = field.parse(body, field.content_args)
+    if field.build is None:
         return value
     if not field.transform_each:
-        return apply_transform(field.transform, {**captures, "content": value})
+        return field.build({**captures, "content": value})
     if not isinstance(value, list):
         raise ValueError(f"field {field.name!r}: transform_each needs the parsed content to be a list, got {type(value).__name__}")
     shaped = []
     for item in value:
         if not isinstance(item, dict):
             raise ValueError(f"field {field.name!r}: transform_each needs every list item to be a dict, got {type(item).__name__}")
-        shaped.append(apply_transform(field.transform, {**captures, **item}))
+        shaped.append(field.build({**captures, **item}))
     return shaped
+
+
+def settle(field: Any, body: str, captures: dict, output: dict, tool_params: dict, strip: bool) -> Any:
+    """Compute a closed region's value and store it in the message (set, appended, or joined). Returns the value."""
+    value = field_value(field, body, captures)
+    if strip:
+        value = strip_markers(value)
+    if tool_params and "value_parser_by" not in field.content_args:
+        value = type_tool_calls(value, tool_params, field.content in TYPED_SYNTAX)
+    name = field.name
+    if field.join is not None:
+        if not isinstance(value, str):
+            raise ValueError(f"field {name!r}: 'join' needs each match to parse to a string, got {type(value).__name__}")
+        earlier = output.get(name)
+        output[name] = value if earlier is None else earlier + field.join + value
+    elif field.repeats:
+        output.setdefault(name, []).append(value)
+    else:
+        output[name] = value
+    return value
+
+
+def finish_message(compiled: CompiledTemplate, output: dict) -> dict:
+    """Enforce `optional: false` fields, then drop empty values (defaults are always kept)."""
+    if compiled.required:
+        missing = [name for name in compiled.required if name not in output]
+        if missing:
+            raise ValueError(f"required field(s) {missing} (optional: false) did not appear in the output")
+    defaults = compiled.defaults
+    return {
+        key: value
+        for key, value in output.items()
+        if key in defaults or not (value is None or (not value and isinstance(value, (str, list, dict))))
+    }
+
+
+def find_delimiter(watch: Watch, buffer: str, pos: int, eos: bool) -> tuple[tuple | None, int]:
+    """The delimiter to commit now at or after `pos`: (item, start, end, named groups), or None; and where
+    held-back text starts (the buffer's length when nothing is held, and always at the end of the stream)."""
+    end_of_text = len(buffer)
+    if not watch.items:
+        return None, end_of_text
+    if watch.literal_only:
+        match = watch.combined.search(buffer, pos)
+        hold = end_of_text if eos else _literal_hold(watch, buffer, pos)
+        if match is not None and match.start() < hold:
+            return (watch.owner[match.group()], match.start(), match.end(), None), hold
+        return None, hold
+    best, best_key, hold = None, None, end_of_text
+    for item in watch.items:
+        if item.delimiter.literals is not None:
+            single = _single_watch(item)
+            match = single.combined.search(buffer, pos)
+            if not eos:
+                hold = min(hold, _literal_hold(single, buffer, pos))
+            groups = None
+        else:
+            match, pending = _pattern_scan(item, buffer, pos, eos)
+            hold = min(hold, pending)
+            groups = match.groupdict() if match is not None else None
+        if match is None:
+            continue
+        key = (match.start(), match.start() - match.end(), item.rank)
+        if best_key is None or key < best_key:
+            best_key, best = key, (item, match.start(), match.end(), groups)
+    if best is not None and best[1] >= hold:
+        best = None
+    return best, hold
 
 
 # -- scanning helpers --------------------------------------------------------------------------------------------
@@ -373,12 +405,64 @@ def parse_response(
         raise TypeError(
             f"parse_response takes text, got {type(text).__name__}; to parse token ids, pass tokenizer= (a fast tokenizer)"
         )
-    parser = ResponseParser(compiled, prefix, tools=tools, tokenizer=tokenizer, _events=False)
-    if parser._decoder is not None:
+    tool_params = tool_parameters(tools) if tools else {}
+    if tokenizer is not None:
         if isinstance(text, str):
             raise TypeError("parse_response was given tokenizer=, so it takes token ids, not text")
-        text = parser._decoder.feed(text) + parser._decoder.flush()
-    # The whole text is known: scan it once as at the end of the stream.
-    parser._buffer += text
-    message, _ = parser.finalize(truncated=truncated)
-    return message
+        decoder = TokenIdDecoder(tokenizer)
+        if isinstance(prefix, str):
+            prefix = tokenizer.encode(prefix, add_special_tokens=False)
+        prefix = decoder.feed(prefix) + decoder.flush()
+        text = decoder.feed(text) + decoder.flush()
+    elif not isinstance(prefix, str):
+        raise TypeError(f"prefix must be text (or token ids together with tokenizer=), got {type(prefix).__name__}")
+    # The streaming parser only commits decisions that later text cannot change, so one pass over prompt tail and
+    # output, as at the end of a stream, gives exactly the streamed message.
+    if prefix:
+        text = compiled.truncate_prefix(prefix) + text
+    return _parse_whole(compiled, text, tool_params, tokenizer is not None, truncated)
+
+
+def _parse_whole(compiled: CompiledTemplate, text: str, tool_params: dict, strip: bool, truncated: bool) -> dict:
+    """One pass over a complete text, without events: the same states and decisions as `ResponseParser`."""
+    fields, implicit = compiled.fields, compiled.implicit
+    output = compiled.fresh_defaults()
+    current, opened, body_start, captures = implicit, False, 0, None
+    watch = compiled.idle_watch
+    pos = 0
+    while True:
+        if watch.literal_only:  # the common case, inlined
+            match = watch.combined.search(text, pos)
+            found = None if match is None else (watch.owner[match.group()], match.start(), match.end(), None)
+        else:
+            found, _ = find_delimiter(watch, text, pos, True)
+        if found is None:
+            if current is not None and (opened or pos < len(text)):
+                if not opened:
+                    body_start = pos
+                field = fields[current]
+                if truncated and current != implicit and not field.text_like:
+                    break  # cut off inside a structured region (an unfinished call): dropped
+                settle(field, text[body_start:], captures or {}, output, tool_params, strip)
+            break
+        item, start, end, groups = found
+        if start > pos and current is not None and not opened:
+            opened, body_start = True, pos
+        pos = end
+        if item.kind == "open":
+            if current is not None and opened:
+                settle(fields[current], text[body_start:start], captures or {}, output, tool_params, strip)
+            field = item.field
+            current, opened, body_start = field.name, True, end
+            captures = {k: v for k, v in groups.items() if v is not None} if groups else None
+            watch = compiled.field_watch[field.name]
+            continue
+        had_text = opened
+        if opened:
+            if groups:
+                captures = {**(captures or {}), **{k: v for k, v in groups.items() if v is not None}}
+            settle(fields[current], text[body_start:start], captures or {}, output, tool_params, strip)
+        current, opened, captures, watch = implicit, False, None, compiled.idle_watch
+        if not had_text and start == end:
+            return finish_message(compiled, output)  # an empty close that matches nothing: stop (as transformers)
+    return finish_message(compiled, output)

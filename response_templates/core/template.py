@@ -14,7 +14,7 @@ from typing import Any
 
 import regex
 
-from .content import PARSERS, TEXT_LIKE, mixed_placeholder
+from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
 from .errors import TemplateError
 
 TEMPLATE_KEYS = ("version", "defaults", "start_anchor", "start_anchor_pattern", "fields")
@@ -57,6 +57,8 @@ class Field:
     optional: bool
     transform: Any
     transform_each: bool
+    parse: Any = None  # the content parser function
+    build: Any = None  # the compiled transform (scope -> value), or None
 
     @property
     def text_like(self) -> bool:
@@ -86,11 +88,17 @@ class Watch:
     prefixes: frozenset = frozenset()
     longest: int = 0
     starters: Any = None  # a character class of the first characters of the literals
+    lone_starter: str | None = None  # the only first character, when there is one
+    # Literal delimiters only (or none): a chunk without any of their first characters cannot hold one.
+    simple: bool = False
 
     @classmethod
     def build(cls, items: list[WatchItem]) -> "Watch":
         watch = cls(items)
-        if not items or any(item.delimiter.literals is None for item in items):
+        if not items:
+            watch.simple = True
+            return watch
+        if any(item.delimiter.literals is None for item in items):
             return watch
         owner: dict[str, WatchItem] = {}
         for item in sorted(items, key=lambda item: item.rank):
@@ -104,7 +112,15 @@ class Watch:
         watch.longest = max(map(len, literals))
         firsts = sorted({literal[0] for literal in literals})
         watch.starters = regex.compile("|".join(regex.escape(char) for char in firsts))
+        watch.lone_starter = firsts[0] if len(firsts) == 1 else None
+        watch.simple = True
         return watch
+
+    def may_start_in(self, text: str) -> bool:
+        """Whether a watched delimiter could start somewhere in `text` (only meaningful when `simple`)."""
+        if self.lone_starter is not None:
+            return self.lone_starter in text
+        return self.starters is not None and self.starters.search(text) is not None
 
 
 @dataclass(frozen=True)
@@ -118,6 +134,18 @@ class CompiledTemplate:
     start_anchor: Delimiter
     idle_watch: Watch = None  # in the implicit region (or nowhere): every open, and the implicit close
     field_watch: dict = None  # in an explicit region: its close
+    # A delimiter regex with a lookbehind may look arbitrarily far back, so the stream keeps all consumed text.
+    keeps_history: bool = False
+    flat_defaults: bool = True  # no default is a list or dict
+    required: tuple = ()  # fields with optional: false
+    # A single literal anchor that cannot overlap itself: its last occurrence is the last non-overlapping one.
+    simple_anchor: str | None = None
+
+    def fresh_defaults(self) -> dict:
+        """A copy of `defaults` that parsing may fill in (deep only when some default is a container)."""
+        if self.flat_defaults:
+            return dict(self.defaults)
+        return copy.deepcopy(self.defaults)
 
     def to_dict(self) -> dict:
         """A deep copy of the template dict this was compiled from."""
@@ -125,10 +153,19 @@ class CompiledTemplate:
 
     def truncate_prefix(self, prefix: str) -> str:
         """What follows the last start anchor in the prompt (the whole prompt when there is none)."""
+        anchor = self.simple_anchor
+        if anchor is not None:
+            at = prefix.rfind(anchor)
+            return prefix if at < 0 else prefix[at + len(anchor):]
         end = None
         for match in self.start_anchor.regex.finditer(prefix):
             end = match.end()
         return prefix if end is None else prefix[end:]
+
+
+def _overlaps_itself(literal: str) -> bool:
+    """Whether two occurrences of `literal` can overlap (a proper prefix is also a suffix)."""
+    return any(literal[:size] == literal[-size:] for size in range(1, len(literal)))
 
 
 def _where(field_name: str | None, key: str) -> str:
@@ -284,6 +321,8 @@ def _field(name: str, spec: Any) -> Field:
         optional=spec.get("optional", True),
         transform=copy.deepcopy(transform),
         transform_each=transform_each,
+        parse=PARSERS[content],
+        build=compile_transform(transform) if transform is not None else None,
     )
 
 
@@ -330,7 +369,16 @@ def _compile(spec: Any) -> CompiledTemplate:
         for name, f in fields.items()
         if name != implicit_name
     }
+    patterns = [d.regex.pattern for f in fields.values() for d in (f.open, f.close) if d is not None and d.literals is None]
     return CompiledTemplate(
+        simple_anchor=(
+            anchor.literals[0]
+            if anchor.literals is not None and len(anchor.literals) == 1 and not _overlaps_itself(anchor.literals[0])
+            else None
+        ),
+        required=tuple(name for name, f in fields.items() if not f.optional),
+        flat_defaults=not any(isinstance(value, (list, dict)) for value in defaults.values()),
+        keeps_history=any("(?<=" in p or "(?<!" in p for p in patterns),
         source=copy.deepcopy(spec),
         defaults=copy.deepcopy(defaults),
         fields=fields,
