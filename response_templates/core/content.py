@@ -359,9 +359,9 @@ def _resolve(path: str, root: str, steps: list[str], scope: dict) -> Any:
     value = scope[root]
     for step in steps:
         if not isinstance(value, dict):
-            raise TransformError(f"transform placeholder '{{{path}}}': cannot look up {step!r} in a {type(value).__name__}")
+            raise TransformError(f"transform placeholder '{{{path}}}' cannot index into {type(value).__name__} at {step!r}")
         if step not in value:
-            raise TransformError(f"transform placeholder '{{{path}}}': no key {step!r}; available: {sorted(value)}")
+            raise TransformError(f"transform placeholder '{{{path}}}' is missing key {step!r}. Available: {sorted(value)}")
         value = value[step]
     return value
 

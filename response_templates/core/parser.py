@@ -369,12 +369,17 @@ def _pattern_scan(item: WatchItem, buffer: str, pos: int, eos: bool) -> tuple[An
         return None, first.start()
     # `regex` prefers a complete match anywhere to a partial one, so look for partial matches before it.
     match = first
-    for start in range(pos, match.start() + 1):
+    for start in range(pos, match.start()):
         if _timed(item, pattern.fullmatch, buffer, start, partial=True) is not None:
             return match, start
-    if match.end() < end:
-        # Would the same match stand if the text went on? (`$` before a final newline, lookaheads at the edge.)
-        extended = _timed(item, pattern.match, buffer + "\x00", match.start())
+    if match.end() == end:
+        return match, match.start()  # at the edge: a repeat or an alternative may still grow it
+    # From the same start, a way through the pattern that reaches the end of the buffer may take precedence once more
+    # text comes (a greedy repeat, an earlier alternative), and `$` or a lookahead may lean on the end. Lazy repeats
+    # and alternatives that already failed cannot change the match. Probe with the continuations the pattern spells.
+    reaches_end = _timed(item, pattern.fullmatch, buffer, match.start(), partial=True) is not None
+    for probe in item.delimiter.probes if reaches_end else ("\x00",):
+        extended = _timed(item, pattern.match, buffer + probe, match.start())
         if extended is None or extended.span() != match.span() or extended.groupdict() != match.groupdict():
             return match, match.start()
     return match, end

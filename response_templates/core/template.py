@@ -43,6 +43,7 @@ class Delimiter:
     regex: Any
     literals: tuple[str, ...] | None  # None for a regex delimiter
     extendable: bool  # one literal is a strict prefix of another
+    probes: tuple[str, ...] = ()  # for a regex: continuations to try when deciding whether a match is final
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,8 @@ def _delimiter(spec: dict, field_name: str | None, literal_key: str, pattern_key
             f"{_where(field_name, literal_key)} and {pattern_key!r} are both given; use one or the other"
         )
     if pattern_key in spec:
-        return Delimiter(_compile_regex(spec[pattern_key], _where(field_name, pattern_key)), None, False)
+        compiled = _compile_regex(spec[pattern_key], _where(field_name, pattern_key))
+        return Delimiter(compiled, None, False, _probes(compiled.pattern))
     if literal_key not in spec:
         return None
     where = _where(field_name, literal_key)
@@ -211,9 +213,27 @@ def _delimiter(spec: dict, field_name: str | None, literal_key: str, pattern_key
     return Delimiter(pattern, tuple(literals), extendable)
 
 
+_META = regex.compile(r"\\[AbBdDsSwWZ]|\\(.)|[\[\](){}?*+.^$|]")
+
+
+def _probes(pattern: str) -> tuple[str, ...]:
+    """Texts that could follow a buffer and change a regex match: the tails of the literal runs the pattern spells
+    (what an unfinished alternative or repeat waits for), each single character of the pattern, and a few generic
+    characters (a NUL stands for "anything else", as for `$` and lookaheads)."""
+    runs = [run for run in _META.sub(lambda m: m.group(1) or "\0", pattern).split("\0") if run]
+    probes = {"\x00", "\n", " ", "a", "0"}
+    for run in runs:
+        probes.update(run[i:] for i in range(len(run)))
+        probes.update(run)
+    return tuple(sorted(probes, key=lambda p: (len(p), p)))[:200]
+
+
+_TYPE_NAMES = {str: "string", bool: "bool (true or false)", dict: "dict", list: "list"}
+
+
 def _check_type(value: Any, expected: type, where: str) -> None:
     if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
-        raise TemplateError(f"{where} must be a {expected.__name__}, got {type(value).__name__} {value!r}")
+        raise TemplateError(f"{where} must be a {_TYPE_NAMES.get(expected, expected.__name__)}, got {type(value).__name__} {value!r}")
 
 
 def _check_value_parser(spec: Any, where: str, depth: int = 0) -> None:
@@ -290,7 +310,7 @@ def _field(name: str, spec: Any) -> Field:
     if join is not None:
         _check_type(join, str, _where(name, "join"))
         if not repeats:
-            raise TemplateError(f"{_where(name, 'join')} needs 'repeats': true (it joins the repeated matches)")
+            raise TemplateError(f"{_where(name, 'join')}: 'join' requires 'repeats': true (it joins the repeated matches)")
     transform = spec.get("transform")
     transform_each = spec.get("transform_each", False)
     if transform_each and transform is None:
@@ -300,7 +320,8 @@ def _field(name: str, spec: Any) -> Field:
         if mixed is not None:
             raise TemplateError(
                 f"{_where(name, 'transform')}: the string {mixed!r} mixes a {{placeholder}} with other text; "
-                'a string is either a whole placeholder such as "{content}" or a plain literal'
+                'a string is either a whole placeholder such as "{content}" or a plain literal (string interpolation is not '
+                "supported)"
             )
     else:
         for key, delimiter in (("open_pattern", opener), ("close_pattern", closer)):
