@@ -231,7 +231,10 @@ class ResponseParser:
 
 def field_value(field: Any, body: str, captures: dict) -> Any:
     """Parse a region's text with its field's content parser, then apply the field's transform."""
-    value = field.parse(body, field.content_args)
+    try:
+        value = field.parse(body, field.content_args)
+    except RegexTimeoutError as error:
+        raise RegexTimeoutError(f"field {field.name!r}: content_args.{error}") from None
     if field.build is None:
         return value
     if not field.transform_each:
@@ -377,11 +380,16 @@ def _pattern_scan(item: WatchItem, buffer: str, pos: int, eos: bool) -> tuple[An
     # From the same start, a way through the pattern that reaches the end of the buffer may take precedence once more
     # text comes (a greedy repeat, an earlier alternative), and `$` or a lookahead may lean on the end. Lazy repeats
     # and alternatives that already failed cannot change the match. Probe with the continuations the pattern spells.
-    reaches_end = _timed(item, pattern.fullmatch, buffer, match.start(), partial=True) is not None
+    start = match.start()
+    reaches_end = _timed(item, pattern.fullmatch, buffer, start, partial=True) is not None
+    # Probing needs the text from the match on, plus some context for lookbehinds.
+    offset = max(0, start - _CONTEXT)
+    window = buffer[offset:]
+    span = (start - offset, match.end() - offset)
     for probe in item.delimiter.probes if reaches_end else ("\x00",):
-        extended = _timed(item, pattern.match, buffer + probe, match.start())
-        if extended is None or extended.span() != match.span() or extended.groupdict() != match.groupdict():
-            return match, match.start()
+        extended = _timed(item, pattern.match, window + probe, span[0])
+        if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
+            return match, start
     return match, end
 
 

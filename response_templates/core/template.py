@@ -15,7 +15,7 @@ from typing import Any
 import regex
 
 from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
-from .errors import TemplateError
+from .errors import RegexTimeoutError, TemplateError, get_regex_timeout
 
 TEMPLATE_KEYS = ("version", "defaults", "start_anchor", "start_anchor_pattern", "fields")
 FIELD_KEYS = (
@@ -159,8 +159,14 @@ class CompiledTemplate:
             at = prefix.rfind(anchor)
             return prefix if at < 0 else prefix[at + len(anchor):]
         end = None
-        for match in self.start_anchor.regex.finditer(prefix):
-            end = match.end()
+        try:
+            for match in self.start_anchor.regex.finditer(prefix, timeout=get_regex_timeout()):
+                end = match.end()
+        except TimeoutError:
+            raise RegexTimeoutError(
+                f"response_template.start_anchor_pattern {self.start_anchor.regex.pattern!r} took longer than the "
+                f"regex time limit of {get_regex_timeout()} s on the prompt"
+            ) from None
         return prefix if end is None else prefix[end:]
 
 
@@ -173,9 +179,19 @@ def _where(field_name: str | None, key: str) -> str:
     return f"response_template.{key}" if field_name is None else f"response_template.fields[{field_name!r}].{key}"
 
 
+_COUNTED = regex.compile(r"(?<!\\)\{(\d*),?(\d*)\}")
+_MOST_REPEATS = 100_000
+
+
 def _compile_regex(pattern: Any, where: str) -> Any:
     if not isinstance(pattern, str):
         raise TemplateError(f"{where} must be a regex string, got {type(pattern).__name__}")
+    # Counted repeats are expanded when compiling: nested ones like ((a{1000}){1000}){1000} exhaust memory.
+    product = 1
+    for low, high in _COUNTED.findall(pattern):
+        product *= max(int(low or 0), int(high or 0), 1)
+        if product > _MOST_REPEATS:
+            raise TemplateError(f"{where}: counted repetitions ({{m,n}}) multiply past {_MOST_REPEATS}; simplify the regex")
     try:
         return regex.compile(pattern, regex.DOTALL)
     except (regex.error, OverflowError, RecursionError) as error:
@@ -221,11 +237,15 @@ def _probes(pattern: str) -> tuple[str, ...]:
     (what an unfinished alternative or repeat waits for), each single character of the pattern, and a few generic
     characters (a NUL stands for "anything else", as for `$` and lookaheads)."""
     runs = [run for run in _META.sub(lambda m: m.group(1) or "\0", pattern).split("\0") if run]
-    probes = {"\x00", "\n", " ", "a", "0"}
-    for run in runs:
-        probes.update(run[i:] for i in range(len(run)))
-        probes.update(run)
-    return tuple(sorted(probes, key=lambda p: (len(p), p)))[:200]
+    tails = {run[i:] for run in runs for i in range(len(run))}
+    singles = {"\x00", "\n", " ", "a", "A", "0", "9", "_", "-", "."} | {char for run in runs for char in run}
+    probes = tails | singles
+    # what a character class or repeat may still want before a literal tail: one to three characters, then the tail
+    for char in ("0", "a", " ", "\n"):
+        for count in (1, 2, 3):
+            probes.add(char * count)
+            probes.update(char * count + tail for tail in tails)
+    return tuple(sorted(probes, key=lambda p: (len(p), p)))[:300]
 
 
 _TYPE_NAMES = {str: "string", bool: "bool (true or false)", dict: "dict", list: "list"}
@@ -243,7 +263,7 @@ def _check_value_parser(spec: Any, where: str, depth: int = 0) -> None:
     if unknown:
         raise TemplateError(f"{where} has unknown keys {unknown}; allowed: ['args', 'name']")
     name = spec.get("name", "text")
-    if name not in PARSERS:
+    if not isinstance(name, str) or name not in PARSERS:
         raise TemplateError(f"{where}.name: unknown content parser {name!r}; known: {sorted(PARSERS)}")
     if depth > 20:
         raise TemplateError(f"{where}: value parsers nested too deeply")
@@ -410,8 +430,9 @@ def _compile(spec: Any) -> CompiledTemplate:
     )
 
 
-# Compiled templates by the id of the dict they came from (checked against a snapshot, so a mutated or
-# recycled dict is recompiled), and by content (the JSON text) for equal templates held in other dicts.
+# Compiled templates by the id of the dict they came from (checked against a snapshot, so a mutated or recycled
+# dict is recompiled; a change `==` cannot see, such as 1 -> true or reordered keys, is not noticed), and by content
+# (the repr) for equal templates held in other dicts.
 _BY_ID: dict[int, tuple[dict, CompiledTemplate]] = {}
 _BY_CONTENT: dict[str, CompiledTemplate] = {}
 _CACHE_LIMIT = 256
@@ -429,9 +450,10 @@ def load_template(spec: dict | CompiledTemplate) -> CompiledTemplate:
     if not isinstance(spec, dict):
         raise TemplateError(f"response_template must be a dict, got {type(spec).__name__}")
     try:
-        key = json.dumps(spec, sort_keys=True, ensure_ascii=False)
+        json.dumps(spec)
     except (TypeError, ValueError) as error:
         raise TemplateError(f"response_template must be plain JSON data (dicts, lists, strings, numbers): {error}") from None
+    key = repr(spec)  # keeps key order and tells 1 from True and "1": equal keys mean the same template
     compiled = _BY_CONTENT.get(key)
     if compiled is None:
         compiled = _compile(spec)
