@@ -126,7 +126,7 @@ def _is_fast(tokenizer: Any) -> bool:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def parse_response(self, response, schema=None, *, prefix=None, tools=None):
+def parse_response(self, response, schema=None, *, prefix=None, tools=None, truncated=False):
     """Parse generated output into a message dict (or a list of them for a batch), like transformers 5.25.
 
     `response` is text, token ids (list, 1-D numpy array or torch tensor) or a batch of either (list of strings, list
@@ -134,7 +134,8 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None):
     response-templates library's template for this tokenizer is used. `prefix` (required) is the prompt that came
     before generation, in the same forms: one (broadcast to the whole batch) or one per item; "" or [] opts out.
     Fast tokenizers parse token ids directly, so control tokens only act as delimiters when generated as ids.
-    `tools` casts tool-call arguments with each tool's JSON schema.
+    `tools` casts tool-call arguments with each tool's JSON schema. `truncated=True` (our extension) says the
+    generation was cut off (e.g. by max_new_tokens): an unfinished tool call is dropped instead of parsed.
     """
     from .core import load_template, parse_response as core_parse
 
@@ -165,7 +166,7 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None):
         )
 
     messages = [
-        core_parse(item, template, prefix=item_prefix, tools=tools, tokenizer=tokenizer)
+        core_parse(item, template, prefix=item_prefix, tools=tools, tokenizer=tokenizer, truncated=truncated)
         for item, item_prefix in zip(responses, prefixes)
     ]
     return messages if batched else messages[0]
@@ -204,11 +205,13 @@ def _single_prefix(prefix: Any) -> list:
     return prefix
 
 
-def _processor_parse_response(self, response, schema=None, *, prefix=None, tools=None):
+def _processor_parse_response(self, response, schema=None, *, prefix=None, tools=None, truncated=False):
     """Parse generated output with this processor's tokenizer: see the tokenizer's `parse_response`."""
     tokenizer = getattr(self, "tokenizer", None)
     if tokenizer is None:
         raise ValueError(f"{type(self).__name__} has no tokenizer, so it cannot parse responses")
+    if truncated:
+        return tokenizer.parse_response(response, schema, prefix=prefix, tools=tools, truncated=True)
     return tokenizer.parse_response(response, schema, prefix=prefix, tools=tools)
 
 

@@ -467,3 +467,17 @@ def test_model_specific_tokenizer_classes(tmp_path, tokenizer_class):
     assert tok.parse_response(ids_of(tok, OUTPUT), prefix=PROMPT) == EXPECTED
     tok.save_pretrained(tmp_path / "saved")
     assert load_tokenizer(tmp_path / "saved").response_template == RESPONSE_TEMPLATE
+
+
+def test_truncated_generation_drops_the_unfinished_call(tok):
+    # cut by max_new_tokens inside the second call: the first call is kept, the half call is not returned
+    first = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    cut = OUTPUT_2.split("<|im_end|>")[0] + first + '<tool_call>\n{"name": "get_weather", "argu'
+    ids = ids_of(tok, cut)
+    message = tok.parse_response(ids, prefix=ids_of(tok, PROMPT), truncated=True)
+    assert message["tool_calls"] == [
+        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    ]
+    assert message["content"] == "Hello there!"
+    with pytest.raises(ValueError):
+        tok.parse_response(ids, prefix=ids_of(tok, PROMPT))  # without the flag the half call is an error
