@@ -112,11 +112,19 @@ class ResponseParser:
             buffer += chunk
             self._buffer = buffer
             watch = self._watch
-            if nothing_held and watch.simple and not watch.may_start_in(chunk):
+            lone = watch.lone_starter
+            if nothing_held and watch.simple and not (lone in chunk if lone is not None else watch.may_start_in(chunk)):
                 # The common case: no delimiter can start in this chunk, so all of it goes to the current region.
                 self._pos = len(buffer)
-                self._route(events if self._record else None, chunk)
-                self._trim()
+                name = self._current
+                if name is not None and self._opened and self._decoder is None:
+                    self._body.append(chunk)
+                    if self._record:
+                        events.append({"type": "region_chunk", "field": name, "text": chunk, "dirty": self._dirty[name]})
+                else:
+                    self._route(events if self._record else None, chunk)
+                if self._pos > _TRIM_AT:
+                    self._trim()
                 return events
         self._run(events if self._record else None, eos=False)
         self._trim()
