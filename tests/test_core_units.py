@@ -44,22 +44,8 @@ def field_template(**spec) -> dict:
     }
 
 
-QWEN_LIKE = {
-    "version": 1,
-    "start_anchor": "<|im_start|>assistant\n",
-    "defaults": {"role": "assistant"},
-    "fields": {
-        "reasoning_content": {"open": "<think>", "close": "</think>"},
-        "tool_calls": {
-            "open": "<tool_call>",
-            "close": "</tool_call>",
-            "repeats": True,
-            "content": "json",
-            "transform": {"type": "function", "function": "{content}"},
-        },
-        "content": {"close": "<|im_end|>"},
-    },
-}
+# The ChatML / Qwen-style template the offline test tokenizer is built for.
+from tokenizer_factory import RESPONSE_TEMPLATE as QWEN_LIKE  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -28,22 +28,8 @@ def ids(index: int) -> str:
     return f"call_{index}"
 
 
-CHATML = {
-    "version": 1,
-    "start_anchor": "<|im_start|>assistant\n",
-    "defaults": {"role": "assistant"},
-    "fields": {
-        "reasoning_content": {"open": "<think>", "close": "</think>"},
-        "tool_calls": {
-            "open": "<tool_call>",
-            "close": "</tool_call>",
-            "repeats": True,
-            "content": "json",
-            "transform": {"type": "function", "function": "{content}"},
-        },
-        "content": {"close": "<|im_end|>"},
-    },
-}
+# The ChatML / Qwen-style template the offline test tokenizer is built for.
+from tokenizer_factory import RESPONSE_TEMPLATE as CHATML  # noqa: E402
 
 # Names in the opening delimiter, XML-style parameters: calls go out whole at their close.
 XML_CALLS = {
