@@ -152,6 +152,11 @@ class ResponseParser:
         self._finalized = True
         return self._output, events
 
+    def _coerce_tool_calls(self, value: Any, *, typed: bool = False) -> Any:
+        """Type the arguments of the tool calls in `value` with this parser's `tools` (same name and behaviour as
+        the private helper of transformers' parser, which its tests call)."""
+        return type_tool_calls(value, self._tool_params, typed) if self._tool_params else value
+
     # -- the scan loop ------------------------------------------------------------------------------------------
 
     def _reset(self) -> None:
