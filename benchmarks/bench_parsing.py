@@ -52,7 +52,7 @@ PROMPT = "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|
 WORDS = "the model thinks about weather in Paris and Lyon 🌤, checks units (°C), then writes a short answer; ".split(" ")
 # Without the emoji the text fits in one byte per character, which makes copying it (as transformers' parser does on
 # every feed) four times cheaper: --plain measures that case.
-PLAIN_WORDS = [word for word in WORDS if word != "🌤"]
+PLAIN_WORDS = [word.replace("🌤", "") for word in WORDS if word.replace("🌤", "")]
 
 
 def generation(size: int, plain: bool = False) -> str:
