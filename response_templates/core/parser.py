@@ -20,7 +20,7 @@ from typing import Any
 from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, get_regex_timeout
 from .template import CompiledTemplate, Watch, WatchItem, load_template
-from .token_ids import TokenIdDecoder, strip_markers, to_python
+from .token_ids import TokenIdDecoder, strip_markers
 from .tools import tool_parameters, type_tool_calls
 
 # Consumed text kept before the scan position, for \b and the like in delimiter patterns (templates whose
@@ -34,10 +34,6 @@ PREFIX_REQUIRED = (
     "assistant message, such as an opening <think>, and the parser must see it). If the output already holds the "
     'whole message, pass prefix="" to opt out.'
 )
-
-
-def _is_empty(value: Any) -> bool:
-    return value is None or (isinstance(value, (str, list, dict)) and not value)
 
 
 class ResponseParser:
@@ -309,9 +305,9 @@ def find_delimiter(watch: Watch, buffer: str, pos: int, eos: bool) -> tuple[tupl
             return (watch.owner[match.group()], match.start(), match.end(), None), hold
         return None, hold
     best, best_key, hold = None, None, end_of_text
-    for item in watch.items:
+    for index, item in enumerate(watch.items):
         if item.delimiter.literals is not None:
-            single = _single_watch(item)
+            single = watch.singles[index]
             match = single.combined.search(buffer, pos)
             if not eos:
                 hold = min(hold, _literal_hold(single, buffer, pos))
@@ -345,17 +341,6 @@ def _literal_hold(watch: Watch, buffer: str, pos: int) -> int:
             return at
         found = watch.starters.search(buffer, at + 1)
     return end
-
-
-_SINGLE_WATCHES: dict[int, tuple[WatchItem, Watch]] = {}
-
-
-def _single_watch(item: WatchItem) -> Watch:
-    cached = _SINGLE_WATCHES.get(id(item))
-    if cached is None or cached[0] is not item:
-        cached = (item, Watch.build([item]))
-        _SINGLE_WATCHES[id(item)] = cached
-    return cached[1]
 
 
 def _timed(item: WatchItem, operation, *args, **kwargs):
@@ -427,7 +412,6 @@ def parse_response(
     if prefix is None:
         raise ValueError(PREFIX_REQUIRED)
     if tokenizer is None and not isinstance(text, str):
-        text = to_python(text)
         raise TypeError(
             f"parse_response takes text, got {type(text).__name__}; to parse token ids, pass tokenizer= (a fast tokenizer)"
         )

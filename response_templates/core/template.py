@@ -92,6 +92,8 @@ class Watch:
     lone_starter: str | None = None  # the only first character, when there is one
     # Literal delimiters only (or none): a chunk without any of their first characters cannot hold one.
     simple: bool = False
+    # In a watch mixing literals and regexes: item index -> a Watch of that literal item alone.
+    singles: dict = dataclass_field(default_factory=dict)
 
     @classmethod
     def build(cls, items: list[WatchItem]) -> "Watch":
@@ -100,6 +102,7 @@ class Watch:
             watch.simple = True
             return watch
         if any(item.delimiter.literals is None for item in items):
+            watch.singles = {i: cls.build([item]) for i, item in enumerate(items) if item.delimiter.literals is not None}
             return watch
         owner: dict[str, WatchItem] = {}
         for item in sorted(items, key=lambda item: item.rank):
