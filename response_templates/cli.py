@@ -197,33 +197,47 @@ def _template_name(args: argparse.Namespace) -> str:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from response_templates.verify import verify
+    import hashlib
+
+    from response_templates.verify import verify, verify_entry
 
     entry = _resolve_entry_or_template(args.template)
-    chat_templates = list(args.chat_template or [])
-    if not chat_templates:
-        # Default: every chat template the library entry lists, from the shared folder.
+    is_entry = isinstance(entry, dict) and "template" in entry
+    if not args.chat_template:
+        # Default: every chat template the library entry lists, from the shared folder (checked by sha256).
         folder = args.chat_templates_dir or os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
-        listed = [item.get("file") for item in entry.get("chat_templates", []) if isinstance(item, dict)]
-        if not listed:
+        if not is_entry or not entry.get("chat_templates"):
             raise CLIError("give the chat template to check against with --chat-template FILE")
         if not folder:
             raise CLIError(
                 "give --chat-template FILE, or --chat-templates-dir DIR (or set RESPONSE_TEMPLATES_CHAT_TEMPLATES) "
                 "to check the chat templates the entry lists"
             )
-        chat_templates = [os.path.join(folder, name) for name in listed]
+        try:
+            reports = verify_entry(entry, folder)
+        except (OSError, ValueError) as error:
+            raise CLIError(str(error)) from error
+    else:
+        reports = {}
+        for path in args.chat_template:
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError as error:
+                raise CLIError(f"cannot read chat template {path}: {error.strerror or error}") from error
+            options = None
+            if is_entry:
+                # The entry's per-chat-template options apply to the file it was verified against (same bytes).
+                digest = hashlib.sha256(data).hexdigest()
+                for item in entry.get("chat_templates", []):
+                    if isinstance(item, dict) and item.get("sha256") == digest:
+                        options = {**(entry.get("verify") or {}), **(item.get("verify") or {})}
+            source = data.decode("utf-8")
+            report = verify(entry, source, options=options) if options is not None else verify(entry, source)
+            reports[os.path.basename(path)] = report
     failed = 0
-    for path in chat_templates:
-        source = _read_text(path, "chat template")
-        options = None
-        if isinstance(entry, dict) and "template" in entry:
-            # Per-chat-template verify options of a library entry override its general ones.
-            for item in entry.get("chat_templates", []):
-                if isinstance(item, dict) and item.get("file") == os.path.basename(path) and "verify" in item:
-                    options = {**(entry.get("verify") or {}), **item["verify"]}
-        report = verify(entry, source, options=options) if options is not None else verify(entry, source)
-        print(f"== {os.path.basename(path)}")
+    for name, report in reports.items():
+        print(f"== {name}")
         print(report.summary())
         failed += not report.ok
     return 1 if failed else 0

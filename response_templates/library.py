@@ -194,9 +194,11 @@ def _fingerprints(chat_template: Any) -> set[str]:
         sources = []
     digests = set()
     for text in sources:
-        # Files saved from a tokenizer sometimes gain or lose one final newline.
-        for variant in {text, text.rstrip("\n"), text + "\n"}:
-            digests.add(hashlib.sha256(variant.encode("utf-8")).hexdigest())
+        # Files saved from a tokenizer sometimes gain or lose one final newline, and a file with CRLF line endings
+        # reaches the tokenizer with LF ones (read in text mode).
+        for lines in {text, text.replace("\n", "\r\n")}:
+            for variant in {lines, lines.rstrip("\r\n"), lines + ("\r\n" if "\r\n" in lines else "\n")}:
+                digests.add(hashlib.sha256(variant.encode("utf-8")).hexdigest())
     return digests
 
 

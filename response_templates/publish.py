@@ -333,7 +333,8 @@ def fetch_snapshot(api, repo_id: str, cache_dir: str) -> RepoSnapshot:
             if names is None and type(exc).__name__ in ("RemoteEntryNotFoundError", "EntryNotFoundError"):
                 return None
             raise
-        with open(local, encoding="utf-8") as handle:
+        # newline="": keep the file's own line endings, so that the pull request changes nothing else
+        with open(local, encoding="utf-8", newline="") as handle:
             return handle.read()
 
     config_text = read(TOKENIZER_CONFIG)

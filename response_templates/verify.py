@@ -456,7 +456,7 @@ def verify(
 
     `template` is a response template (dict or compiled) or a whole library entry (a dict with
     "template", "supports" and optional "verify"), in which case `supports` and `options` default to
-    the entry's. `chat_template` is the Jinja source, or a path to a file holding it.
+    the entry's. `chat_template` is the Jinja source, or a pathlib.Path to a file holding it.
     """
     if isinstance(template, dict) and "template" in template and "fields" not in template:
         entry = template

@@ -263,3 +263,12 @@ def test_push_delegates_to_the_publisher(monkeypatch):
     monkeypatch.setattr(publish, "main", fake_main)
     assert main(["push", "--family", "Qwen3", "--dry-run"]) == 3
     assert seen == {"argv": ["--family", "Qwen3", "--dry-run"], "kwargs": {"prog": "response-templates push"}}
+
+
+def test_verify_every_listed_chat_template_in_subfolders(capsys):
+    # gemma-4 lists chat templates in a subfolder (trl/...) with per-file verify options
+    _chat_templates_dir()
+    code, out, _ = run(["verify", "--template", "gemma-4"], capsys)
+    listed = [item["file"] for item in get_entry("gemma-4")["chat_templates"]]
+    assert code == 0, out
+    assert [line[3:] for line in out.splitlines() if line.startswith("== ")] == listed

@@ -293,3 +293,24 @@ def test_listed_models_resolve_to_their_entry_and_no_other_pattern_claims_them()
                 patterns = library.get_entry(other).get("model_patterns", [])
                 clash = [p for p in patterns if re.fullmatch(p, model)]
                 assert not clash, f"{model} (listed by {name}) also matches {other}'s patterns {clash}"
+
+
+def test_fingerprint_matches_a_chat_template_with_crlf_line_endings(tmp_path):
+    # transformers reads chat_template.jinja in text mode, so a CRLF file reaches the tokenizer with LF endings
+    import hashlib
+    import types
+
+    from response_templates.library import _entries, name_for
+
+    lf_source = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}\n"
+    crlf_bytes = lf_source.replace("\n", "\r\n").encode("utf-8")
+    digest = hashlib.sha256(crlf_bytes).hexdigest()
+    entries = _entries()
+    name = sorted(entries)[0]
+    original = entries[name]["chat_templates"]
+    entries[name]["chat_templates"] = original + [{"file": "crlf.jinja", "sha256": digest}]
+    try:
+        tokenizer = types.SimpleNamespace(name_or_path="/local/checkpoint", chat_template=lf_source)
+        assert name_for(tokenizer) == name
+    finally:
+        entries[name]["chat_templates"] = original

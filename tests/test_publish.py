@@ -513,3 +513,22 @@ def test_script_end_to_end_in_a_subprocess(hub, tmp_path):
     assert [c["repo"] for c in hub.commits] == ["org/toy-1"]
     assert "opened" in real.stdout and "verification against the repository's chat template failed" in real.stdout
     assert TOKEN not in real.stdout + real.stderr + dry.stdout + dry.stderr
+
+
+def test_crlf_tokenizer_config_keeps_its_line_endings(tmp_path):
+    import types
+
+    config = tmp_path / "tokenizer_config.json"
+    config.write_bytes(b'{\r\n  "a": 1,\r\n  "chat_template": "x"\r\n}\r\n')
+
+    class Api:
+        def model_info(self, repo_id, **kwargs):
+            return types.SimpleNamespace(sha="abc", siblings=[types.SimpleNamespace(rfilename="tokenizer_config.json")])
+
+        def hf_hub_download(self, repo_id, path, revision=None, cache_dir=None, **kwargs):
+            return str(config)
+
+    snapshot = publish.fetch_snapshot(Api(), "org/repo", str(tmp_path))
+    updated = publish.insert_key(snapshot.config_text, "response_template", {"b": 1})
+    assert "\r\n" in updated and "\n" not in updated.replace("\r\n", "")
+    assert updated.startswith('{\r\n  "a": 1,\r\n')
