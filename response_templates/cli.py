@@ -170,6 +170,8 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         from response_templates.openai_adapter import OpenAIStreamAdapter
 
         model = args.model or _template_name(args)
+        if args.early_arguments and args.truncated:
+            raise CLIError("--early-arguments streams arguments before a call is complete; it cannot be used with --truncated")
         adapter = OpenAIStreamAdapter(template, prefix, tools=tools, model=model, may_truncate=not args.early_arguments)
         for chunk in adapter.stream(pieces, truncated=args.truncated):
             _print_json(chunk)

@@ -325,8 +325,8 @@ def _patch_module(module: Any) -> None:
 def patch() -> None:
     """Patch transformers now for the modules already imported, and on import for the others.
 
-    Called automatically by the `.pth` hook and by `import response_templates`; explicit calls work even with
-    RESPONSE_TEMPLATES_DISABLE=1. Never imports transformers itself. Safe to call twice.
+    `import response_templates` calls it (the `.pth` hook patches each watched module as it is imported instead);
+    explicit calls work even with RESPONSE_TEMPLATES_DISABLE=1. Never imports transformers itself. Safe to call twice.
     """
     _autopatch.install(force=True)
     for name in _autopatch.WATCHED:

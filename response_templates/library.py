@@ -104,6 +104,8 @@ def validate_entry(entry: Any, source: str, *, stem: str | None = None) -> None:
             raise _fail(source, key, f"has unknown keys {extra}")
         if not isinstance(item.get("file"), str) or not item["file"]:
             raise _fail(source, f"{key}.file", "must be a non-empty file name")
+        if item["file"].startswith(("/", "\\")) or ".." in item["file"].replace("\\", "/").split("/"):
+            raise _fail(source, f"{key}.file", "must be a path inside the chat templates folder (no '..', not absolute)")
         if not isinstance(item.get("sha256"), str) or not _SHA256.fullmatch(item["sha256"]):
             raise _fail(source, f"{key}.sha256", "must be 64 lowercase hex digits (the sha256 of the file bytes)")
         if "verify" in item:

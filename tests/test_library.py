@@ -314,3 +314,11 @@ def test_fingerprint_matches_a_chat_template_with_crlf_line_endings(tmp_path):
         assert name_for(tokenizer) == name
     finally:
         entries[name]["chat_templates"] = original
+
+
+@pytest.mark.parametrize("bad", ["/etc/passwd", "../outside.jinja", "trl/../../x.jinja"])
+def test_chat_template_file_names_stay_inside_the_folder(bad):
+    entry = copy.deepcopy(library.get_entry("qwen3"))
+    entry["chat_templates"][0]["file"] = bad
+    with pytest.raises(library.LibraryError, match="file"):
+        library.validate_entry(entry, "qwen3.json", stem="qwen3")
