@@ -199,9 +199,7 @@ def _template_name(args: argparse.Namespace) -> str:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    import hashlib
-
-    from response_templates.verify import verify, verify_entry
+    from response_templates.verify import entry_options, verify, verify_entry
 
     entry = _resolve_entry_or_template(args.template)
     is_entry = isinstance(entry, dict) and "template" in entry
@@ -227,14 +225,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                     data = handle.read()
             except OSError as error:
                 raise CLIError(f"cannot read chat template {path}: {error.strerror or error}") from error
-            options = None
-            if is_entry:
-                # The entry's per-chat-template options apply to the file it was verified against (same bytes).
-                digest = hashlib.sha256(data).hexdigest()
-                for item in entry.get("chat_templates", []):
-                    if isinstance(item, dict) and item.get("sha256") == digest:
-                        options = {**(entry.get("verify") or {}), **(item.get("verify") or {})}
             source = data.decode("utf-8")
+            # The entry's per-chat-template options apply to the file it was verified against (same bytes).
+            options = entry_options(entry, source) if is_entry else None
             report = verify(entry, source, options=options) if options is not None else verify(entry, source)
             reports[os.path.basename(path)] = report
     failed = 0

@@ -183,7 +183,7 @@ def get_template(name: str) -> dict:
 # Lookup
 
 
-def _fingerprints(chat_template: Any) -> set[str]:
+def fingerprints(chat_template: Any) -> set[str]:
     """sha256 hex digests of every chat template a tokenizer carries (one string or named templates)."""
     if isinstance(chat_template, str):
         sources = [chat_template]
@@ -233,7 +233,7 @@ def name_for(model_id_or_tokenizer: Any) -> str | None:
             return None  # ambiguous: a wrong template silently misparses, so refuse
         if matched:
             return _one(matched)
-    digests = _fingerprints(chat_template)
+    digests = fingerprints(chat_template)
     if digests:
         return _one({name for name, entry in entries.items() for ct in entry["chat_templates"] if ct["sha256"] in digests})
     return None

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import hashlib
 import inspect
 import json
-import os
 import re
 import sys
 import tempfile
@@ -460,14 +458,9 @@ def _short_report(report: Any) -> str:
 
 def entry_verify_options(entry: dict, chat_template: str) -> dict | None:
     """The entry's verify options, with the overrides of a chat template it lists (matched by sha256)."""
-    options = entry.get("verify")
-    # Saved chat templates sometimes gain or lose one final newline.
-    digests = {hashlib.sha256(v.encode("utf-8")).hexdigest()
-               for v in (chat_template, chat_template.rstrip("\n"), chat_template + "\n")}
-    for item in entry.get("chat_templates") or ():
-        if isinstance(item, dict) and item.get("sha256") in digests and isinstance(item.get("verify"), dict):
-            return {**(options or {}), **item["verify"]}
-    return options
+    from .verify import entry_options
+
+    return entry_options(entry, chat_template)
 
 
 def _case_count(report: Any) -> int | None:

@@ -548,6 +548,19 @@ def _split(prompt: str, full: str, message: dict, synthesis: dict | None) -> str
     return (message.get("reasoning_content") or "") + synthesis["close"] + full[len(head) :]
 
 
+def entry_options(entry: dict, chat_template: str) -> dict | None:
+    """A library entry's verify options, with the overrides of the listed chat template this one is (matched by
+    sha256, tolerant of a final newline and of CRLF line endings)."""
+    from .library import fingerprints
+
+    digests = fingerprints(chat_template)
+    options = entry.get("verify")
+    for item in entry.get("chat_templates") or ():
+        if isinstance(item, dict) and item.get("sha256") in digests and isinstance(item.get("verify"), dict):
+            return {**(options or {}), **item["verify"]}
+    return options
+
+
 def verify_entry(entry: dict | str, folder: str | os.PathLike) -> dict[str, VerifyReport]:
     """Verify a library entry (or its name) against every chat template it lists, read from `folder`.
 
