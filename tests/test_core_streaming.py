@@ -12,6 +12,7 @@ import pytest
 from response_templates import ResponseParser, TemplateError, parse_response
 
 # The ChatML / Qwen-style template the offline test tokenizer is built for.
+from event_helpers import collect, merged  # noqa: E402
 from tokenizer_factory import RESPONSE_TEMPLATE as QWEN_LIKE  # noqa: E402
 
 # Tool calls whose close requires the JSON object to have ended, so the marker may appear inside a JSON string.
@@ -215,32 +216,7 @@ CASES = {
 
 
 def run_stream(template, prefix, chunks, truncated=False, tools=None):
-    parser = ResponseParser(template, prefix, tools=tools)
-    events = list(parser.initial_events)
-    for chunk in chunks:
-        events += parser.feed(chunk)
-    message, final = parser.finalize(truncated=truncated)
-    return message, events + final
-
-
-def merged(events):
-    """Events with consecutive chunks of one region joined: what a renderer shows, whatever the chunking."""
-    out = []
-    for event in events:
-        last = out[-1] if out else None
-        if (
-            last is not None
-            and event["type"] == "region_chunk"
-            and last["type"] == "region_chunk"
-            and last["field"] == event["field"]
-        ):
-            assert last["dirty"] == event["dirty"]
-            out[-1] = {**last, "text": last["text"] + event["text"]}
-        elif event["type"] == "region_chunk" and event["text"] == "":
-            continue
-        else:
-            out.append(event)
-    return out
+    return collect(ResponseParser(template, prefix, tools=tools), chunks, truncated)
 
 
 def splits(text, rng):

@@ -15,6 +15,7 @@ pytest.importorskip("transformers", reason="token-id tests load their tokenizer 
 pytest.importorskip("tokenizers", reason="token-id tests build their tokenizer with the tokenizers library")
 
 import tokenizer_factory  # noqa: E402  (tests/ is on sys.path under pytest)
+from event_helpers import collect, merged  # noqa: E402
 
 MARKER = "\ufdd2"  # what the decoder slips into spelled-out control tokens; it must never reach the user
 TEMPLATE = tokenizer_factory.RESPONSE_TEMPLATE
@@ -52,27 +53,7 @@ def prompt_ids(tok):
 
 
 def run_stream(tok, prefix, id_chunks, truncated=False):
-    parser = ResponseParser(TEMPLATE, prefix, tokenizer=tok)
-    events = list(parser.initial_events)
-    for chunk in id_chunks:
-        events += parser.feed(chunk)
-    message, final = parser.finalize(truncated=truncated)
-    return message, events + final
-
-
-def merged(events):
-    out = []
-    for event in events:
-        if (
-            out
-            and event["type"] == "region_chunk"
-            and out[-1]["type"] == "region_chunk"
-            and out[-1]["field"] == event["field"]
-        ):
-            out[-1] = {**out[-1], "text": out[-1]["text"] + event["text"]}
-        elif not (event["type"] == "region_chunk" and event["text"] == ""):
-            out.append(event)
-    return out
+    return collect(ResponseParser(TEMPLATE, prefix, tokenizer=tok), id_chunks, truncated)
 
 
 def one_at_a_time(sequence):

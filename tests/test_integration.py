@@ -22,7 +22,7 @@ from response_templates import integration
 transformers = pytest.importorskip("transformers")
 np = pytest.importorskip("numpy")
 
-from tokenizer_factory import RESPONSE_TEMPLATE, build_tokenizer_dir, load_tokenizer  # noqa: E402
+from tokenizer_factory import RESPONSE_TEMPLATE, WEATHER_TOOLS, build_tokenizer_dir, load_tokenizer  # noqa: E402
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase  # noqa: E402
 
 PROMPT = "<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n"
@@ -38,18 +38,7 @@ EXPECTED = {
 }
 OUTPUT_2 = "<think>\nEasy.\n</think>\n\nHello there!<|im_end|>"
 EXPECTED_2 = {"role": "assistant", "reasoning_content": "Easy.", "content": "Hello there!"}
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-            },
-        },
-    }
-]
+TOOLS = WEATHER_TOOLS
 
 
 def _version() -> tuple[int, int]:

@@ -14,7 +14,7 @@ np = pytest.importorskip("numpy")
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from tokenizer_factory import RESPONSE_TEMPLATE, build_tokenizer_dir, load_tokenizer  # noqa: E402
+from tokenizer_factory import RESPONSE_TEMPLATE, WEATHER_TOOLS, build_tokenizer_dir, load_tokenizer  # noqa: E402
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase  # noqa: E402
 
 if tuple(int(part) for part in transformers.__version__.split(".")[:2]) < (5, 20):
@@ -38,18 +38,7 @@ PIECES = [
     '{"name": "get_weather", "arguments": {"city": "Paris", "days": "3"}}',
     '{"name": "noop", "arguments": {}}',
 ]  # fmt: skip
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-            },
-        },
-    }
-]
+TOOLS = WEATHER_TOOLS
 
 
 @pytest.fixture(scope="module")

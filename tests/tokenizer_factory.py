@@ -132,3 +132,18 @@ def load_tokenizer(path: str | Path, **kwargs):
 def make_tokenizer(tmp_path: str | Path, **kwargs):
     """Build a tokenizer directory under `tmp_path` and load it: the one-call version for tests."""
     return load_tokenizer(build_tokenizer_dir(Path(tmp_path) / "tokenizer", **kwargs))
+
+
+# The tool the test outputs call, as a JSON schema (typing: city stays a string, days becomes an integer).
+WEATHER_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            },
+        },
+    }
+]
