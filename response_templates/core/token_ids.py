@@ -19,14 +19,41 @@ MARKER = "\ufdd2"
 REPLACEMENT = "\ufffd"
 
 
+def _strip(text: str) -> str:
+    return text.replace(MARKER, "") if MARKER in text else text
+
+
 def strip_markers(value: Any) -> Any:
+    """`value` with the markers removed from every string in it (dict keys included), walked without recursion:
+    parsed JSON may nest hundreds of levels deep."""
     if isinstance(value, str):
-        return value.replace(MARKER, "") if MARKER in value else value
-    if isinstance(value, list):
-        return [strip_markers(item) for item in value]
-    if isinstance(value, dict):
-        return {strip_markers(key): strip_markers(item) for key, item in value.items()}
-    return value
+        return _strip(value)
+    if not isinstance(value, (list, dict)):
+        return value
+    root: list = [None]
+    # (what to copy, the container that receives the copy, at which index or key)
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        item, target, slot = stack.pop()
+        if isinstance(item, list):
+            copied: Any = [None] * len(item)
+            pairs: Any = enumerate(item)
+        elif isinstance(item, dict):
+            # keys that become equal once stripped keep the first one's place and the last one's value
+            last: dict = {}
+            for key, member in item.items():
+                last[_strip(key) if isinstance(key, str) else key] = member
+            copied, pairs = dict.fromkeys(last), last.items()
+        else:
+            target[slot] = _strip(item) if isinstance(item, str) else item
+            continue
+        target[slot] = copied
+        for key, member in pairs:
+            if isinstance(member, (list, dict)):
+                stack.append((member, copied, key))
+            else:
+                copied[key] = _strip(member) if isinstance(member, str) else member
+    return root[0]
 
 
 def to_python(value: Any) -> Any:
