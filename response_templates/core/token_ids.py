@@ -14,9 +14,13 @@ from typing import Any
 
 import regex
 
-# A Unicode noncharacter (reserved for internal use), so real model output does not contain it.
-MARKER = "\ufdd2"
+# A lone surrogate: decoded token ids are valid UTF-8, so they can never contain one, and a model that writes any
+# character, U+FDD2 and other noncharacters included, gets it back.
+MARKER = "\udfff"
 REPLACEMENT = "\ufffd"
+# Ids held back at most behind a text that ends with U+FFFD: a UTF-8 character has at most four bytes and an id
+# decodes to at least one, so whatever lies before the last few ids is settled.
+_MOST_HELD = 8
 
 
 def _strip(text: str) -> str:
@@ -68,29 +72,54 @@ def to_python(value: Any) -> Any:
 class IncrementalDecoder:
     """Decodes ids one step at a time, holding back ids that end inside a multi-byte character. Each step decodes
     the previous step's ids together with the new ones and emits the difference, so decoders that depend on
-    neighbouring tokens (byte-level BPE, Metaspace) give the same text as decoding everything at once."""
+    neighbouring tokens (byte-level BPE, Metaspace) give the same text as decoding everything at once.
+
+    Text that ends with U+FFFD may be a character still incomplete: the ids are held, but never more than
+    `_MOST_HELD` of them, so a long run of ids that decode to U+FFFD still streams, in linear time."""
 
     def __init__(self, backend: Any):
         self._backend = backend
         self._ids: list[int] = []
-        self._prefix = ""
+        self._prefix = ""  # the text of self._ids[:self._prefix_index], already emitted
         self._prefix_index = 0
 
+    def _decode(self, ids: list[int]) -> str:
+        return self._backend.decode(ids, skip_special_tokens=False)
+
     def step(self, ids: list[int]) -> str | None:
+        """The text the new ids settle, or None when it all stays held back."""
         self._ids.extend(ids)
-        text = self._backend.decode(self._ids, skip_special_tokens=False)
-        if len(text.encode("utf-8", "surrogatepass")) <= len(self._prefix.encode("utf-8", "surrogatepass")):
-            return None
-        if text.endswith(REPLACEMENT):
+        text = self._decode(self._ids)
+        if len(text.encode("utf-8", "surrogatepass")) <= len(self._prefix.encode("utf-8", "surrogatepass")) or (
+            text.endswith(REPLACEMENT)
+        ):
+            if len(self._ids) - self._prefix_index > _MOST_HELD:
+                return self._settle(len(self._ids) - _MOST_HELD, text)
             return None
         if not text.startswith(self._prefix):
             raise ValueError("token ids: the decoded text no longer starts with the text decoded before")
-        new_text = text[len(self._prefix):]
-        kept = len(self._ids) - self._prefix_index
+        return self._settle(len(self._ids), text)
+
+    def _settle(self, cut: int, text: str) -> str | None:
+        """Emit the text of the ids before `cut` (all of `text` when `cut` is the end); the ids from the last
+        settled point on stay as context for the next step."""
+        settled = text if cut == len(self._ids) else self._decode(self._ids[:cut])
+        if not (settled.startswith(self._prefix) and text.startswith(settled)):
+            return None  # the cut falls inside a character: wait for more ids
+        new_text = settled[len(self._prefix):]
         self._ids = self._ids[self._prefix_index:]
-        self._prefix = self._backend.decode(self._ids, skip_special_tokens=False)
-        self._prefix_index = kept
+        cut -= self._prefix_index
+        self._prefix = self._decode(self._ids[:cut])
+        self._prefix_index = cut
         return new_text
+
+    def finish(self) -> str:
+        """The text of the ids still held back (decoded with their context), then start afresh."""
+        held = self._ids[self._prefix_index:]
+        text = self._decode(self._ids) if held else self._prefix
+        rest = text[len(self._prefix):] if text.startswith(self._prefix) else self._decode(held)
+        self._ids, self._prefix, self._prefix_index = [], "", 0
+        return rest
 
 
 @lru_cache(maxsize=64)
@@ -158,9 +187,14 @@ class TokenIdDecoder:
         self._prefixes = frozenset(token[:size] for token in tokens for size in range(1, len(token)))
         self._longest = max(map(len, self._prefixes), default=0)
         self._backend = backend
+        # ids run from 0 to the vocabulary size (added tokens included), whose ids may lie past it
+        self._id_limit = max(backend.get_vocab_size(with_added_tokens=True), max(self._ids_of_added(tokenizer)) + 1)
         self._stream = IncrementalDecoder(backend)
-        self._pending: list[int] = []  # ids that end inside a multi-byte character
         self._tail = ""  # text that could still be the start of a spelled-out control token
+
+    @staticmethod
+    def _ids_of_added(tokenizer: Any) -> list[int]:
+        return [token_id for token_id in getattr(tokenizer, "added_tokens_decoder", {}) if isinstance(token_id, int)] or [-1]
 
     def feed(self, ids: Any) -> str:
         ids = to_python(ids)
@@ -168,6 +202,13 @@ class TokenIdDecoder:
             ids = [ids]
         if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             raise TypeError(f"expected token ids (a list of ints, a 1-D array or tensor), got {type(ids).__name__}")
+        if ids and (min(ids) < 0 or max(ids) >= self._id_limit):
+            for position, token_id in enumerate(ids):
+                if not 0 <= token_id < self._id_limit:
+                    raise ValueError(
+                        f"token ids: {token_id} at position {position} is not an id of this tokenizer (its ids run "
+                        f"from 0 to {self._id_limit - 1})"
+                    )
         out: list[str] = []
         for is_control, run in groupby(ids, self._spelling_of.__contains__):
             if is_control:
@@ -176,22 +217,15 @@ class TokenIdDecoder:
                     # decoding the control token also releases a character held back before it
                     decoded = self._stream.step([token_id]) or ""
                     out.append(self._defuse(decoded.removesuffix(spelling), final=True) + spelling)
-                self._pending = []
                 continue
-            run = list(run)
-            decoded = self._stream.step(run)
-            if decoded is None:
-                self._pending += run
-            else:
-                self._pending = []
+            decoded = self._stream.step(list(run))
+            if decoded:
                 out.append(self._defuse(decoded))
         return "".join(out)
 
     def flush(self) -> str:
         """Release everything held back; the next ids start a new sequence (as `decode` of the generation alone)."""
-        text = self._backend.decode(self._pending, skip_special_tokens=False) if self._pending else ""
-        self._stream, self._pending = IncrementalDecoder(self._backend), []
-        return self._defuse(text, final=True)
+        return self._defuse(self._stream.finish(), final=True)
 
     def _defuse(self, text: str, final: bool = False) -> str:
         text, self._tail = self._tail + text, ""
