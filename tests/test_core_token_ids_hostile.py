@@ -162,3 +162,34 @@ def test_json_past_the_limit_from_ids_is_the_same_value_error_as_from_text(tok):
         parse_response(text, TEMPLATE, prefix="")
     with pytest.raises(ValueError, match="nested more than"):
         parse_response(ids(tok, text), TEMPLATE, prefix="", tokenizer=tok)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Long control tokens
+
+
+def test_a_long_control_token_costs_memory_linear_in_its_length(tmp_path):
+    import tracemalloc
+
+    from tokenizers import AddedToken
+
+    tok = tokenizer_factory.make_tokenizer(tmp_path)
+    long_token = "<" + "=" * 20_000 + ">"
+    tok.add_tokens([AddedToken(long_token, special=True, normalized=False)])
+    text = "a" + long_token + "b"
+    token_ids = ids(tok, text)
+    assert len(token_ids) == 3
+    tracemalloc.start()
+    try:
+        parser = ResponseParser(TEMPLATE, "", tokenizer=tok)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # a set of every prefix of the token held 200 million characters
+    assert peak < 20_000_000
+    message, _ = collect(parser, [[token_id] for token_id in token_ids])
+    assert message["content"] == text
+    # spelled out with ordinary tokens, it stays text as well
+    spelled = ids(tok, "a<") + ids(tok, "=" * 20_000) + ids(tok, ">b")
+    assert long_token not in tok.convert_ids_to_tokens(spelled)
+    assert parse_response(spelled, TEMPLATE, prefix="", tokenizer=tok)["content"] == text

@@ -106,7 +106,7 @@ def _finditer(pattern: str, text: str) -> list:
         return list(regex.finditer(pattern, text, flags=regex.DOTALL, timeout=get_regex_timeout()))
     except TimeoutError:
         raise RegexTimeoutError(
-            f"xml-inline: tag_pattern {pattern!r} took longer than the regex time limit of {get_regex_timeout()} s"
+            f"xml-inline: tag_pattern {excerpt(pattern)} took longer than the regex time limit of {get_regex_timeout()} s"
         ) from None
 
 

@@ -168,7 +168,7 @@ class CompiledTemplate:
                 end = match.end()
         except TimeoutError:
             raise RegexTimeoutError(
-                f"response_template.start_anchor_pattern {self.start_anchor.regex.pattern!r} took longer than the "
+                f"response_template.start_anchor_pattern {excerpt(self.start_anchor.regex.pattern)} took longer than the "
                 f"regex time limit of {get_regex_timeout()} s on the prompt"
             ) from None
         return prefix if end is None else prefix[end:]

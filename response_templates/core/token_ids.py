@@ -8,6 +8,7 @@ character between its characters; markers are removed from everything the parser
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from functools import lru_cache
 from itertools import groupby
 from typing import Any
@@ -166,6 +167,23 @@ def control_tokens(tokenizer: Any) -> tuple[str, ...]:
     )
 
 
+class ProperPrefixes:
+    """`text in prefixes`: whether `text` is a proper prefix of one of `words`. Memory linear in the words (a set
+    of every prefix would grow with the square of their length): a binary search in the sorted words, where the
+    words that start with `text` follow it."""
+
+    def __init__(self, words: Any):
+        self._words = sorted(set(words))
+
+    def __contains__(self, text: str) -> bool:
+        at = bisect_left(self._words, text)
+        while at < len(self._words) and self._words[at].startswith(text):
+            if len(self._words[at]) > len(text):
+                return True
+            at += 1  # `text` itself is a word: a longer one may follow
+        return False
+
+
 class TokenIdDecoder:
     """Incremental decoding of generated ids into parser text, with spelled-out control tokens defused."""
 
@@ -184,8 +202,8 @@ class TokenIdDecoder:
         }
         longest_first = sorted(tokens, key=len, reverse=True)
         self._tokens_re = regex.compile("|".join(map(regex.escape, longest_first)) or "(?!)")
-        self._prefixes = frozenset(token[:size] for token in tokens for size in range(1, len(token)))
-        self._longest = max(map(len, self._prefixes), default=0)
+        self._prefixes = ProperPrefixes(tokens)
+        self._longest = max(map(len, tokens), default=1) - 1
         self._backend = backend
         # ids run from 0 to the vocabulary size (added tokens included), whose ids may lie past it
         self._id_limit = max(backend.get_vocab_size(with_added_tokens=True), max(self._ids_of_added(tokenizer)) + 1)
