@@ -1,8 +1,8 @@
 """Size limits on response templates and on what the parser reads.
 
 Templates come from Hub repositories and outputs from models: both may be hostile or just huge. Every shipped
-template is far below these limits (at the time of writing: 3 fields, 3 literals in a list, literals of 47
-characters, patterns of 333 characters, 8 levels of nesting); a template past one is refused with a
+template is far below these limits (at the time of writing: 3 fields, 2 literals in a list, literals of 47
+characters, patterns of 449 characters, 8 levels of nesting); a template past one is refused with a
 `TemplateError` naming the field and key, before any other work, so loading stays linear in the template's size.
 The README's "Limits" section lists them.
 """
