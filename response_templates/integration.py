@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -239,18 +241,25 @@ def _wrap_save_pretrained(original):
         template = getattr(self, "response_template", None)
         if template is not None and hasattr(template, "to_dict"):
             template = template.to_dict()  # a CompiledTemplate: save the dict it came from
+        if template is not None and not _is_json_data(template):
+            # never crash a fine-tuning script over it: the value cannot be written to tokenizer_config.json
+            logger.warning(
+                "tokenizer.response_template is a %s, not JSON data; save_pretrained does not write it",
+                type(template).__name__,
+            )
+            template = None
         if template is None:
             init_kwargs.pop("response_template", None)
-        elif not isinstance(template, dict):
-            raise TypeError(
-                f"tokenizer.response_template must be a dict to be saved, got {type(template).__name__}"
-            )
         else:
+            # a dict, or whatever JSON value tokenizer_config.json held (written back as it was loaded)
             init_kwargs["response_template"] = template
         swapped = self.__dict__.get("response_template", _MISSING)
         self.__dict__["response_template"] = template  # what the release reads back while saving
         try:
-            return original(self, *args, **kwargs)
+            saved = original(self, *args, **kwargs)
+            if isinstance(template, dict):
+                _restore_key_order(saved, template)
+            return saved
         finally:
             if before is _MISSING:
                 init_kwargs.pop("response_template", None)
@@ -262,6 +271,36 @@ def _wrap_save_pretrained(original):
                 self.__dict__["response_template"] = swapped
 
     return save_pretrained
+
+
+def _is_json_data(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def _restore_key_order(saved: Any, template: dict) -> None:
+    """transformers writes tokenizer_config.json with sorted keys, nested ones included, which would reorder the
+    template's `defaults` (the first keys of every parsed message) and transforms (the keys of every tool call).
+    Write the template back in its own order; the other keys keep the order transformers gave them."""
+    for name in saved if isinstance(saved, (list, tuple)) else ():
+        if not isinstance(name, (str, os.PathLike)) or not os.fspath(name).endswith("tokenizer_config.json"):
+            continue
+        try:
+            with open(name, encoding="utf-8") as handle:
+                config = json.load(handle)
+            if not isinstance(config, dict) or config.get("response_template") != template:
+                continue
+            if json.dumps(config["response_template"]) == json.dumps(template):
+                continue  # already in the template's order
+            config["response_template"] = template
+            text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+            with open(name, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except (OSError, ValueError, RecursionError) as error:  # the save itself succeeded: keep it as it is
+            logger.warning("could not keep the key order of response_template in %s: %s", name, error)
 
 
 def _response_template_property() -> property:

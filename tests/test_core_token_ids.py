@@ -5,6 +5,7 @@ offline by tests/tokenizer_factory.py."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -17,7 +18,13 @@ pytest.importorskip("tokenizers", reason="token-id tests build their tokenizer w
 import tokenizer_factory  # noqa: E402  (tests/ is on sys.path under pytest)
 from event_helpers import collect, merged  # noqa: E402
 
-MARKER = "\ufdd2"  # what the decoder slips into spelled-out control tokens; it must never reach the user
+from response_templates.core.token_ids import MARKER  # noqa: E402  slipped into spelled-out control tokens; never shown
+
+
+def shown(value):
+    """All the text of a message or events (repr would escape the marker, a lone surrogate)."""
+    return json.dumps(value, ensure_ascii=False)
+
 TEMPLATE = tokenizer_factory.RESPONSE_TEMPLATE
 CONTROL = tokenizer_factory.CHAT_TOKENS
 
@@ -121,7 +128,7 @@ def test_spelled_out_control_token_stays_plain_text(tok, prompt_ids, control_ids
         message, events = run_stream(tok, prompt_ids, chunks)
         assert message["content"] == expected_content
         assert "tool_calls" not in message
-        assert MARKER not in repr(message) and MARKER not in repr(events)
+        assert MARKER not in shown(message) and MARKER not in shown(events)
         assert chunk_text(events, "content") == expected_content
 
 
@@ -129,7 +136,7 @@ def test_spelled_out_close_does_not_end_the_reasoning(tok, prompt_ids, control_i
     output = ids(tok, "the tag ") + spelled(tok, "</think>", control_ids) + ids(tok, " ends it</think>done")
     message, events = run_stream(tok, prompt_ids, one_at_a_time(output))
     assert message == {"role": "assistant", "reasoning_content": "the tag </think> ends it", "content": "done"}
-    assert MARKER not in repr(events)
+    assert MARKER not in shown(events)
 
 
 def test_spelled_out_control_tokens_inside_a_tool_call_reach_the_arguments_unaltered(tok, control_ids):
@@ -147,7 +154,7 @@ def test_spelled_out_control_tokens_inside_a_tool_call_reach_the_arguments_unalt
     assert parse_response(output, TEMPLATE, prefix="", tokenizer=tok) == expected
     message, events = run_stream(tok, "", one_at_a_time(output))
     assert message == expected
-    assert MARKER not in repr(events)
+    assert MARKER not in shown(events)
     assert chunk_text(events, "tool_calls") == call
 
 
@@ -255,7 +262,7 @@ def test_chat_control_tokens_lists_the_control_tokens(tmp_path, control_ids):
     message, events = run_stream(tok, "", one_at_a_time(output))
     # a spelled <think> is text now; a spelled <tool_call> (not listed) acts as a delimiter
     assert message == {"role": "assistant", "content": "<think>x</think>", "tool_calls": [WEATHER_CALL]}
-    assert MARKER not in repr(events)
+    assert MARKER not in shown(events)
     assert parse_response(output, TEMPLATE, prefix="", tokenizer=tok) == message
 
 

@@ -12,19 +12,30 @@ from typing import Any, Callable
 
 import regex
 
-from .errors import RegexTimeoutError, TransformError, TransformKeyError, get_regex_timeout
+from .errors import QUOTE_LIMIT, RegexTimeoutError, TransformError, TransformKeyError, excerpt, get_regex_timeout
+from .limits import JSONTooDeepError, load_json
 
 
 def parse_text(text: str, args: dict) -> str:
     return text.strip() if args.get("strip", True) else text
 
 
+def _number(kind: type, text: str) -> Any:
+    try:
+        return kind(text)
+    except ValueError as error:
+        if len(str(error)) <= 2 * QUOTE_LIMIT:
+            raise
+        # Python quotes the whole text: keep the message short
+        raise ValueError(f"{kind.__name__}: cannot read {excerpt(text)} as a number") from None
+
+
 def parse_int(text: str, args: dict) -> int:
-    return int(parse_text(text, args))
+    return _number(int, parse_text(text, args))
 
 
 def parse_float(text: str, args: dict) -> float:
-    return float(parse_text(text, args))
+    return _number(float, parse_text(text, args))
 
 
 def parse_bool(text: str, args: dict) -> bool:
@@ -65,11 +76,22 @@ def parse_json(text: str, args: dict) -> Any:
     for index, piece in enumerate(cut):
         working = working.replace(f"{_SLOT_START}{index}{_SLOT_END}", json.dumps(piece))
     try:
-        return json.loads(working)
+        return load_json(working)
+    except JSONTooDeepError as error:
+        if args.get("allow_non_json"):
+            return parse_text(text, args)
+        raise ValueError(
+            f"json: the region ({len(text)} characters) is not parsed: {error} (see MAX_JSON_DEPTH in "
+            f"response_templates.core.limits).\nText: {excerpt(text)}"
+        ) from None
     except json.JSONDecodeError as error:
         if args.get("allow_non_json"):
             return parse_text(text, args)
-        detail = f"\nText: {text!r}" if working == text else f"\nText: {text!r}\nAfter the dialect rewrites: {working!r}"
+        detail = (
+            f"\nText: {excerpt(text, error.pos)}"
+            if working == text
+            else f"\nText: {excerpt(text)}\nAfter the dialect rewrites: {excerpt(working, error.pos)}"
+        )
         raise ValueError(f"json: the region is not valid JSON ({error}).{detail}") from error
 
 
@@ -84,7 +106,7 @@ def _finditer(pattern: str, text: str) -> list:
         return list(regex.finditer(pattern, text, flags=regex.DOTALL, timeout=get_regex_timeout()))
     except TimeoutError:
         raise RegexTimeoutError(
-            f"xml-inline: tag_pattern {pattern!r} took longer than the regex time limit of {get_regex_timeout()} s"
+            f"xml-inline: tag_pattern {excerpt(pattern)} took longer than the regex time limit of {get_regex_timeout()} s"
         ) from None
 
 
@@ -166,7 +188,7 @@ class _CallListReader:
         self.at = 0
 
     def error(self, what: str) -> ValueError:
-        return ValueError(f"python-call-list: {what} at position {self.at}.\nContent: {self.text!r}")
+        return ValueError(f"python-call-list: {what} at position {self.at}.\nContent: {excerpt(self.text, self.at)}")
 
     def skip_space(self) -> None:
         self.at = _SPACE.match(self.text, self.at).end()
@@ -355,15 +377,22 @@ def compile_transform(shape: Any) -> Callable[[dict], Any]:
 
 def _resolve(path: str, root: str, steps: list[str], scope: dict) -> Any:
     if root not in scope:
-        raise TransformKeyError(f"transform placeholder '{{{path}}}': {root!r} is not defined; available: {sorted(scope)}")
+        raise TransformKeyError(f"transform placeholder '{{{path}}}': {root!r} is not defined; available: {_names(scope)}")
     value = scope[root]
     for step in steps:
         if not isinstance(value, dict):
             raise TransformError(f"transform placeholder '{{{path}}}' cannot index into {type(value).__name__} at {step!r}")
         if step not in value:
-            raise TransformError(f"transform placeholder '{{{path}}}' is missing key {step!r}. Available: {sorted(value)}")
+            raise TransformError(f"transform placeholder '{{{path}}}' is missing key {step!r}. Available: {_names(value)}")
         value = value[step]
     return value
+
+
+def _names(keys: dict, most: int = 20) -> str:
+    """The sorted keys of a dict for a message: the first `most`, each cut to 60 characters (the dict may come
+    from model output)."""
+    names = [name if len(name) <= 60 else name[:60] + "…" for name in sorted(map(str, keys))[:most]]
+    return str(names) if len(keys) <= most else f"{names} and {len(keys) - most} more"
 
 
 def apply_transform(shape: Any, scope: dict) -> Any:

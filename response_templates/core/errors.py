@@ -24,6 +24,25 @@ class TransformKeyError(TransformError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+# Longest quotation of input (model output, a template value) an error message holds.
+QUOTE_LIMIT = 200
+
+
+def excerpt(text: str, at: int | None = None, limit: int = QUOTE_LIMIT) -> str:
+    """`repr(text)`, or when it is longer than `limit` characters, the part around `at` (the start without it) with
+    an ellipsis where it is cut and where that part lies in the text, so that messages stay short."""
+    if not isinstance(text, str):
+        text = repr(text)
+    if len(text) <= limit:
+        return repr(text)
+    at = 0 if at is None else min(max(at, 0), len(text))
+    start = max(0, min(at - limit // 2, len(text) - limit))
+    end = start + limit
+    head = "…" if start else ""
+    tail = "…" if end < len(text) else ""
+    return f"{head}{text[start:end]!r}{tail} (characters {start} to {end} of {len(text)})"
+
+
 def _timeout_from_env() -> float:
     raw = os.environ.get("RESPONSE_TEMPLATES_REGEX_TIMEOUT", "")
     try:

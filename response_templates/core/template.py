@@ -15,7 +15,8 @@ from typing import Any
 import regex
 
 from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
-from .errors import RegexTimeoutError, TemplateError, get_regex_timeout
+from .errors import RegexTimeoutError, TemplateError, excerpt, get_regex_timeout
+from .limits import check_template
 
 TEMPLATE_KEYS = ("version", "defaults", "start_anchor", "start_anchor_pattern", "fields")
 FIELD_KEYS = (
@@ -167,7 +168,7 @@ class CompiledTemplate:
                 end = match.end()
         except TimeoutError:
             raise RegexTimeoutError(
-                f"response_template.start_anchor_pattern {self.start_anchor.regex.pattern!r} took longer than the "
+                f"response_template.start_anchor_pattern {excerpt(self.start_anchor.regex.pattern)} took longer than the "
                 f"regex time limit of {get_regex_timeout()} s on the prompt"
             ) from None
         return prefix if end is None else prefix[end:]
@@ -220,7 +221,7 @@ def _delimiter(spec: dict, field_name: str | None, literal_key: str, pattern_key
             raise TemplateError(f"{where} is an empty list; give at least one literal")
         for item in raw:
             if not isinstance(item, str):
-                raise TemplateError(f"{where} must list strings only, found {type(item).__name__} {item!r}")
+                raise TemplateError(f"{where} must list strings only, found {type(item).__name__} {excerpt(item)}")
         literals = list(dict.fromkeys(raw))
     else:
         raise TemplateError(f"{where} must be a string or a list of strings, got {type(raw).__name__}")
@@ -228,7 +229,9 @@ def _delimiter(spec: dict, field_name: str | None, literal_key: str, pattern_key
         raise TemplateError(f"{where} holds an empty string, which would match everywhere")
     ordered = sorted(literals, key=len, reverse=True)
     pattern = regex.compile("|".join(regex.escape(literal) for literal in ordered), regex.DOTALL)
-    extendable = any(a != b and a.startswith(b) for a in literals for b in literals)
+    # one literal is a strict prefix of another: in code point order, the shorter one is followed by one it begins
+    by_text = sorted(literals)
+    extendable = any(later.startswith(earlier) for earlier, later in zip(by_text, by_text[1:]))
     return Delimiter(pattern, tuple(literals), extendable)
 
 
@@ -238,17 +241,36 @@ _META = regex.compile(r"\\[AbBdDsSwWZ]|\\(.)|[\[\](){}?*+.^$|]")
 def _probes(pattern: str) -> tuple[str, ...]:
     """Texts that could follow a buffer and change a regex match: the tails of the literal runs the pattern spells
     (what an unfinished alternative or repeat waits for), each single character of the pattern, and a few generic
-    characters (a NUL stands for "anything else", as for `$` and lookaheads)."""
+    characters (a NUL stands for "anything else", as for `$` and lookaheads).
+
+    The 300 shortest (then in code point order) are kept, built one length at a time: listing every tail of a long
+    literal run first would take memory growing with the square of its length."""
     runs = [run for run in _META.sub(lambda m: m.group(1) or "\0", pattern).split("\0") if run]
-    tails = {run[i:] for run in runs for i in range(len(run))}
-    singles = {"\x00", "\n", " ", "a", "A", "0", "9", "_", "-", "."} | {char for run in runs for char in run}
-    probes = tails | singles
-    # what a character class or repeat may still want before a literal tail: one to three characters, then the tail
-    for char in ("0", "a", " ", "\n"):
-        for count in (1, 2, 3):
-            probes.add(char * count)
-            probes.update(char * count + tail for tail in tails)
-    return tuple(sorted(probes, key=lambda p: (len(p), p)))[:300]
+    singles = {"\x00", "\n", " ", "a", "A", "0", "9", "_", "-", "."} | set("".join(runs))
+    longest = max(map(len, runs), default=0)
+    tails: dict[int, set] = {}
+
+    def tails_of(size: int) -> set:
+        if size not in tails:
+            tails[size] = {run[-size:] for run in runs if len(run) >= size}
+        return tails[size]
+
+    chosen: list[str] = []
+    for size in range(1, longest + 4):
+        level = set(tails_of(size))
+        if size == 1:
+            level |= singles
+        # what a character class or repeat may still want before a literal tail: one to three characters, then the tail
+        for char in ("0", "a", " ", "\n"):
+            for count in (1, 2, 3):
+                if count == size:
+                    level.add(char * count)
+                elif count < size:
+                    level.update(char * count + tail for tail in tails_of(size - count))
+        chosen.extend(sorted(level))
+        if len(chosen) >= 300:
+            break
+    return tuple(chosen[:300])
 
 
 _TYPE_NAMES = {str: "string", bool: "bool (true or false)", dict: "dict", list: "list"}
@@ -256,7 +278,7 @@ _TYPE_NAMES = {str: "string", bool: "bool (true or false)", dict: "dict", list: 
 
 def _check_type(value: Any, expected: type, where: str) -> None:
     if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
-        raise TemplateError(f"{where} must be a {_TYPE_NAMES.get(expected, expected.__name__)}, got {type(value).__name__} {value!r}")
+        raise TemplateError(f"{where} must be a {_TYPE_NAMES.get(expected, expected.__name__)}, got {type(value).__name__} {excerpt(value)}")
 
 
 def _check_value_parser(spec: Any, where: str, depth: int = 0) -> None:
@@ -285,7 +307,7 @@ def _check_content_args(content: str, args: Any, where: str, depth: int = 0) -> 
     if content == "json":
         for index, pair in enumerate(args.get("string_delims", [])):
             if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) and s for s in pair)):
-                raise TemplateError(f"{where}.string_delims[{index}] must be a pair [open, close] of non-empty strings, got {pair!r}")
+                raise TemplateError(f"{where}.string_delims[{index}] must be a pair [open, close] of non-empty strings, got {excerpt(pair)}")
     if content == "kv-lines":
         for key in ("line_sep", "kv_sep"):
             if args.get(key) == "":
@@ -342,7 +364,7 @@ def _field(name: str, spec: Any) -> Field:
         mixed = mixed_placeholder(transform)
         if mixed is not None:
             raise TemplateError(
-                f"{_where(name, 'transform')}: the string {mixed!r} mixes a {{placeholder}} with other text; "
+                f"{_where(name, 'transform')}: the string {excerpt(mixed)} mixes a {{placeholder}} with other text; "
                 'a string is either a whole placeholder such as "{content}" or a plain literal (string interpolation is not '
                 "supported)"
             )
@@ -452,6 +474,7 @@ def load_template(spec: dict | CompiledTemplate) -> CompiledTemplate:
         return cached[1]
     if not isinstance(spec, dict):
         raise TemplateError(f"response_template must be a dict, got {type(spec).__name__}")
+    check_template(spec)  # size limits first: everything below is linear in the size of a template within them
     try:
         json.dumps(spec)
     except (TypeError, ValueError) as error:

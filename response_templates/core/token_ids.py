@@ -8,25 +8,57 @@ character between its characters; markers are removed from everything the parser
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from functools import lru_cache
 from itertools import groupby
 from typing import Any
 
 import regex
 
-# A Unicode noncharacter (reserved for internal use), so real model output does not contain it.
-MARKER = "\ufdd2"
+# A lone surrogate: decoded token ids are valid UTF-8, so they can never contain one, and a model that writes any
+# character, U+FDD2 and other noncharacters included, gets it back.
+MARKER = "\udfff"
 REPLACEMENT = "\ufffd"
+# Ids held back at most behind a text that ends with U+FFFD: a UTF-8 character has at most four bytes and an id
+# decodes to at least one, so whatever lies before the last few ids is settled.
+_MOST_HELD = 8
+
+
+def _strip(text: str) -> str:
+    return text.replace(MARKER, "") if MARKER in text else text
 
 
 def strip_markers(value: Any) -> Any:
+    """`value` with the markers removed from every string in it (dict keys included), walked without recursion:
+    parsed JSON may nest hundreds of levels deep."""
     if isinstance(value, str):
-        return value.replace(MARKER, "") if MARKER in value else value
-    if isinstance(value, list):
-        return [strip_markers(item) for item in value]
-    if isinstance(value, dict):
-        return {strip_markers(key): strip_markers(item) for key, item in value.items()}
-    return value
+        return _strip(value)
+    if not isinstance(value, (list, dict)):
+        return value
+    root: list = [None]
+    # (what to copy, the container that receives the copy, at which index or key)
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        item, target, slot = stack.pop()
+        if isinstance(item, list):
+            copied: Any = [None] * len(item)
+            pairs: Any = enumerate(item)
+        elif isinstance(item, dict):
+            # keys that become equal once stripped keep the first one's place and the last one's value
+            last: dict = {}
+            for key, member in item.items():
+                last[_strip(key) if isinstance(key, str) else key] = member
+            copied, pairs = dict.fromkeys(last), last.items()
+        else:
+            target[slot] = _strip(item) if isinstance(item, str) else item
+            continue
+        target[slot] = copied
+        for key, member in pairs:
+            if isinstance(member, (list, dict)):
+                stack.append((member, copied, key))
+            else:
+                copied[key] = _strip(member) if isinstance(member, str) else member
+    return root[0]
 
 
 def to_python(value: Any) -> Any:
@@ -41,29 +73,54 @@ def to_python(value: Any) -> Any:
 class IncrementalDecoder:
     """Decodes ids one step at a time, holding back ids that end inside a multi-byte character. Each step decodes
     the previous step's ids together with the new ones and emits the difference, so decoders that depend on
-    neighbouring tokens (byte-level BPE, Metaspace) give the same text as decoding everything at once."""
+    neighbouring tokens (byte-level BPE, Metaspace) give the same text as decoding everything at once.
+
+    Text that ends with U+FFFD may be a character still incomplete: the ids are held, but never more than
+    `_MOST_HELD` of them, so a long run of ids that decode to U+FFFD still streams, in linear time."""
 
     def __init__(self, backend: Any):
         self._backend = backend
         self._ids: list[int] = []
-        self._prefix = ""
+        self._prefix = ""  # the text of self._ids[:self._prefix_index], already emitted
         self._prefix_index = 0
 
+    def _decode(self, ids: list[int]) -> str:
+        return self._backend.decode(ids, skip_special_tokens=False)
+
     def step(self, ids: list[int]) -> str | None:
+        """The text the new ids settle, or None when it all stays held back."""
         self._ids.extend(ids)
-        text = self._backend.decode(self._ids, skip_special_tokens=False)
-        if len(text.encode("utf-8", "surrogatepass")) <= len(self._prefix.encode("utf-8", "surrogatepass")):
-            return None
-        if text.endswith(REPLACEMENT):
+        text = self._decode(self._ids)
+        if len(text.encode("utf-8", "surrogatepass")) <= len(self._prefix.encode("utf-8", "surrogatepass")) or (
+            text.endswith(REPLACEMENT)
+        ):
+            if len(self._ids) - self._prefix_index > _MOST_HELD:
+                return self._settle(len(self._ids) - _MOST_HELD, text)
             return None
         if not text.startswith(self._prefix):
             raise ValueError("token ids: the decoded text no longer starts with the text decoded before")
-        new_text = text[len(self._prefix):]
-        kept = len(self._ids) - self._prefix_index
+        return self._settle(len(self._ids), text)
+
+    def _settle(self, cut: int, text: str) -> str | None:
+        """Emit the text of the ids before `cut` (all of `text` when `cut` is the end); the ids from the last
+        settled point on stay as context for the next step."""
+        settled = text if cut == len(self._ids) else self._decode(self._ids[:cut])
+        if not (settled.startswith(self._prefix) and text.startswith(settled)):
+            return None  # the cut falls inside a character: wait for more ids
+        new_text = settled[len(self._prefix):]
         self._ids = self._ids[self._prefix_index:]
-        self._prefix = self._backend.decode(self._ids, skip_special_tokens=False)
-        self._prefix_index = kept
+        cut -= self._prefix_index
+        self._prefix = self._decode(self._ids[:cut])
+        self._prefix_index = cut
         return new_text
+
+    def finish(self) -> str:
+        """The text of the ids still held back (decoded with their context), then start afresh."""
+        held = self._ids[self._prefix_index:]
+        text = self._decode(self._ids) if held else self._prefix
+        rest = text[len(self._prefix):] if text.startswith(self._prefix) else self._decode(held)
+        self._ids, self._prefix, self._prefix_index = [], "", 0
+        return rest
 
 
 @lru_cache(maxsize=64)
@@ -110,6 +167,23 @@ def control_tokens(tokenizer: Any) -> tuple[str, ...]:
     )
 
 
+class ProperPrefixes:
+    """`text in prefixes`: whether `text` is a proper prefix of one of `words`. Memory linear in the words (a set
+    of every prefix would grow with the square of their length): a binary search in the sorted words, where the
+    words that start with `text` follow it."""
+
+    def __init__(self, words: Any):
+        self._words = sorted(set(words))
+
+    def __contains__(self, text: str) -> bool:
+        at = bisect_left(self._words, text)
+        while at < len(self._words) and self._words[at].startswith(text):
+            if len(self._words[at]) > len(text):
+                return True
+            at += 1  # `text` itself is a word: a longer one may follow
+        return False
+
+
 class TokenIdDecoder:
     """Incremental decoding of generated ids into parser text, with spelled-out control tokens defused."""
 
@@ -128,12 +202,17 @@ class TokenIdDecoder:
         }
         longest_first = sorted(tokens, key=len, reverse=True)
         self._tokens_re = regex.compile("|".join(map(regex.escape, longest_first)) or "(?!)")
-        self._prefixes = frozenset(token[:size] for token in tokens for size in range(1, len(token)))
-        self._longest = max(map(len, self._prefixes), default=0)
+        self._prefixes = ProperPrefixes(tokens)
+        self._longest = max(map(len, tokens), default=1) - 1
         self._backend = backend
+        # ids run from 0 to the vocabulary size (added tokens included), whose ids may lie past it
+        self._id_limit = max(backend.get_vocab_size(with_added_tokens=True), max(self._ids_of_added(tokenizer)) + 1)
         self._stream = IncrementalDecoder(backend)
-        self._pending: list[int] = []  # ids that end inside a multi-byte character
         self._tail = ""  # text that could still be the start of a spelled-out control token
+
+    @staticmethod
+    def _ids_of_added(tokenizer: Any) -> list[int]:
+        return [token_id for token_id in getattr(tokenizer, "added_tokens_decoder", {}) if isinstance(token_id, int)] or [-1]
 
     def feed(self, ids: Any) -> str:
         ids = to_python(ids)
@@ -141,6 +220,13 @@ class TokenIdDecoder:
             ids = [ids]
         if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             raise TypeError(f"expected token ids (a list of ints, a 1-D array or tensor), got {type(ids).__name__}")
+        if ids and (min(ids) < 0 or max(ids) >= self._id_limit):
+            for position, token_id in enumerate(ids):
+                if not 0 <= token_id < self._id_limit:
+                    raise ValueError(
+                        f"token ids: {token_id} at position {position} is not an id of this tokenizer (its ids run "
+                        f"from 0 to {self._id_limit - 1})"
+                    )
         out: list[str] = []
         for is_control, run in groupby(ids, self._spelling_of.__contains__):
             if is_control:
@@ -149,22 +235,15 @@ class TokenIdDecoder:
                     # decoding the control token also releases a character held back before it
                     decoded = self._stream.step([token_id]) or ""
                     out.append(self._defuse(decoded.removesuffix(spelling), final=True) + spelling)
-                self._pending = []
                 continue
-            run = list(run)
-            decoded = self._stream.step(run)
-            if decoded is None:
-                self._pending += run
-            else:
-                self._pending = []
+            decoded = self._stream.step(list(run))
+            if decoded:
                 out.append(self._defuse(decoded))
         return "".join(out)
 
     def flush(self) -> str:
         """Release everything held back; the next ids start a new sequence (as `decode` of the generation alone)."""
-        text = self._backend.decode(self._pending, skip_special_tokens=False) if self._pending else ""
-        self._stream, self._pending = IncrementalDecoder(self._backend), []
-        return self._defuse(text, final=True)
+        return self._defuse(self._stream.finish(), final=True)
 
     def _defuse(self, text: str, final: bool = False) -> str:
         text, self._tail = self._tail + text, ""

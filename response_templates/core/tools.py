@@ -6,8 +6,9 @@ an integer. Given `tools=`, parsed calls get their arguments converted as transf
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
+
+from .limits import load_json
 
 
 def tool_parameters(tools: list | None) -> dict[str, dict]:
@@ -37,20 +38,35 @@ def _schema_of_function(function: Callable) -> dict:
 
 
 def schema_types(schema: Any) -> tuple[str, ...]:
-    """The JSON types a parameter schema allows, in the order given (unions and `nullable` included)."""
-    if not isinstance(schema, dict):
-        return ()
-    declared = schema.get("type")
+    """The JSON types a parameter schema allows, in the order given (unions and `nullable` included).
+
+    Nested unions are walked with an explicit stack: a tool schema may come from an API request and be nested
+    arbitrarily deep."""
     found: list[str] = []
-    if isinstance(declared, str):
-        found.append(declared)
-    elif isinstance(declared, list):
-        found.extend(kind for kind in declared if isinstance(kind, str))
-    for union in ("anyOf", "oneOf"):
-        for option in schema.get(union) or []:
-            found.extend(schema_types(option))
-    if schema.get("nullable") and "null" not in found:
-        found.append("null")
+    last_null = -1  # where "null" was last added to `found`
+    # (schema, None): visit it; (schema, start): after its union options, its `nullable` (found[start:] is its own)
+    stack: list[tuple[Any, int | None]] = [(schema, None)]
+    while stack:
+        node, start = stack.pop()
+        if start is not None:
+            if node.get("nullable") and last_null < start:
+                found.append("null")
+                last_null = len(found) - 1
+            continue
+        if not isinstance(node, dict):
+            continue
+        start = len(found)
+        declared = node.get("type")
+        if isinstance(declared, str):
+            declared = [declared]
+        for kind in declared if isinstance(declared, list) else ():
+            if isinstance(kind, str):
+                found.append(kind)
+                if kind == "null":
+                    last_null = len(found) - 1
+        stack.append((node, start))
+        options = [option for union in ("anyOf", "oneOf") for option in node.get(union) or []]
+        stack.extend((option, None) for option in reversed(options))
     return tuple(found)
 
 
@@ -87,7 +103,7 @@ def convert_text(raw: str, types: tuple[str, ...]) -> Any:
                 if raw.strip() in ("null", "None"):
                     return None
             elif kind in ("object", "array"):
-                decoded = json.loads(raw)
+                decoded = load_json(raw)
                 if isinstance(decoded, dict if kind == "object" else list):
                     return decoded
         except ValueError:
@@ -96,19 +112,29 @@ def convert_text(raw: str, types: tuple[str, ...]) -> Any:
 
 
 def type_tool_calls(value: Any, parameters: dict[str, dict], typed_syntax: bool) -> Any:
-    """Convert, in place, the arguments of the tool calls in `value` (a call or a list of them). With
-    `typed_syntax` (json, python-call-list), parameters that allow strings keep what the model wrote."""
-    if isinstance(value, list):
-        return [type_tool_calls(item, parameters, typed_syntax) for item in value]
+    """Convert, in place, the arguments of the tool calls in `value` (a call, or lists of them nested to any
+    depth, walked without recursion). With `typed_syntax` (json, python-call-list), parameters that allow strings
+    keep what the model wrote."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        else:
+            _type_call(item, parameters, typed_syntax)
+    return value
+
+
+def _type_call(value: Any, parameters: dict[str, dict], typed_syntax: bool) -> None:
     function = value.get("function") if isinstance(value, dict) else None
     if not isinstance(function, dict):
-        return value
+        return
     name, arguments = function.get("name"), function.get("arguments")
     if not isinstance(name, str) or not isinstance(arguments, dict):
-        return value
+        return
     properties = parameters.get(name)
     if not properties:
-        return value
+        return
     for key, argument in arguments.items():
         if key not in properties:
             continue
@@ -120,4 +146,3 @@ def type_tool_calls(value: Any, parameters: dict[str, dict], typed_syntax: bool)
         elif isinstance(argument, list) and "array" not in types:
             # repeated keys gathered by merge_duplicates: convert each
             arguments[key] = [convert_text(item, types) if isinstance(item, str) else item for item in argument]
-    return value

@@ -1,0 +1,174 @@
+"""Size limits on response templates and on what the parser reads.
+
+Templates come from Hub repositories and outputs from models: both may be hostile or just huge. Every shipped
+template is far below these limits (at the time of writing: 3 fields, 2 literals in a list, literals of 47
+characters, patterns of 449 characters, 8 levels of nesting); a template past one is refused with a
+`TemplateError` naming the field and key, before any other work, so loading stays linear in the template's size.
+The README's "Limits" section lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import accumulate
+from typing import Any
+
+from .errors import TemplateError
+
+MAX_FIELDS = 64  # entries of `fields`
+MAX_LITERALS = 64  # literals in one `open` / `close` / `start_anchor` list, pairs in one `string_delims`
+MAX_DELIMITER_LENGTH = 256  # characters of one literal delimiter (and of each side of a `string_delims` pair)
+MAX_PATTERN_LENGTH = 4096  # characters of one regex: open_pattern, close_pattern, start_anchor_pattern, tag_pattern
+MAX_NESTING = 32  # levels of dicts and lists in the template, the template itself being the first
+MAX_VALUES = 10_000  # values in the whole template (every dict entry, list item and the template itself)
+# characters of all the strings of the template (keys included): bounds the regex compilation of its delimiters
+MAX_TEMPLATE_CHARS = 32_768
+# Content read from model output: levels of arrays and objects a `json` region (or a JSON-typed tool argument) may
+# nest. Deeper JSON is not parsed (a ValueError, or the text itself with `allow_non_json`).
+MAX_JSON_DEPTH = 512
+
+_PATTERN_KEYS = ("open_pattern", "close_pattern", "start_anchor_pattern")
+_LITERAL_KEYS = ("open", "close", "start_anchor")
+
+
+def _where(field_name: Any, key: str) -> str:
+    return f"response_template.{key}" if field_name is None else f"response_template.fields[{field_name!r}].{key}"
+
+
+def _short(text: str, size: int = 60) -> str:
+    return repr(text) if len(text) <= size else f"{text[:size]!r}… ({len(text)} characters)"
+
+
+def check_template(spec: dict) -> None:
+    """Refuse a template past one of the limits above (raises `TemplateError`). Types are not checked here: what
+    is not of the expected type is left to the validation that follows."""
+    fields = spec.get("fields")
+    fields = fields if isinstance(fields, dict) else {}
+    if len(fields) > MAX_FIELDS:
+        raise TemplateError(f"response_template.fields has {len(fields)} fields; at most {MAX_FIELDS} are allowed")
+    _check_delimiters(spec, None)
+    for name, field in fields.items():
+        if isinstance(field, dict):
+            _check_delimiters(field, name)
+    _check_shape(spec)
+    for name, field in fields.items():
+        args = field.get("content_args") if isinstance(field, dict) else None
+        if isinstance(args, dict):
+            _check_content_args(args, _where(name, "content_args"))
+
+
+def _check_shape(spec: dict) -> None:
+    """Nesting depth, number of values and characters, walked without recursion (a template nested thousands of
+    levels deep, or one that contains itself, must not exhaust the Python stack)."""
+    count = chars = 0
+    stack: list[tuple[Any, int, str]] = [(spec, 1, "response_template")]
+    while stack:
+        value, depth, where = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise TemplateError(f"response_template holds more than {MAX_VALUES} values (dict entries and list items)")
+        if isinstance(value, str):
+            chars += len(value)
+        if isinstance(value, dict):
+            chars += sum(len(key) for key in value if isinstance(key, str))
+            items = value.items()
+        elif isinstance(value, list):
+            items = enumerate(value)
+        else:
+            continue
+        if chars > MAX_TEMPLATE_CHARS:
+            raise TemplateError(
+                f"response_template holds more than {MAX_TEMPLATE_CHARS} characters of text (keys and strings)"
+            )
+        if depth > MAX_NESTING:
+            raise TemplateError(f"{where} nests dicts and lists more than {MAX_NESTING} levels deep (or contains itself)")
+        under_fields = where == "response_template.fields"
+        for key, item in items:
+            # name the path of the first levels only, so the message stays short
+            if depth == 1 or (depth == 3 and where.startswith("response_template.fields[")):
+                inner = f"{where}.{key}" if isinstance(key, str) and key.isidentifier() else f"{where}[{_short(str(key), 40)}]"
+            elif depth < 4 or under_fields:
+                inner = f"{where}[{_short(key, 40) if isinstance(key, str) else repr(key)}]"
+            else:
+                inner = where
+            stack.append((item, depth + 1, inner))
+    if chars > MAX_TEMPLATE_CHARS:
+        raise TemplateError(f"response_template holds more than {MAX_TEMPLATE_CHARS} characters of text (keys and strings)")
+
+
+def _check_delimiters(spec: dict, field_name: Any) -> None:
+    keys = _LITERAL_KEYS[2:] if field_name is None else _LITERAL_KEYS[:2]
+    for key in keys:
+        raw = spec.get(key)
+        literals = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+        if len(literals) > MAX_LITERALS:
+            raise TemplateError(f"{_where(field_name, key)} lists {len(literals)} literals; at most {MAX_LITERALS} are allowed")
+        for index, literal in enumerate(literals):
+            if isinstance(literal, str) and len(literal) > MAX_DELIMITER_LENGTH:
+                at = "" if isinstance(raw, str) else f"[{index}]"
+                raise TemplateError(
+                    f"{_where(field_name, key)}{at} is {len(literal)} characters long; a literal delimiter may have at "
+                    f"most {MAX_DELIMITER_LENGTH}: {_short(literal)}"
+                )
+    keys = _PATTERN_KEYS[2:] if field_name is None else _PATTERN_KEYS[:2]
+    for key in keys:
+        _check_pattern(spec.get(key), _where(field_name, key))
+
+
+def _check_pattern(pattern: Any, where: str) -> None:
+    if isinstance(pattern, str) and len(pattern) > MAX_PATTERN_LENGTH:
+        raise TemplateError(
+            f"{where} is {len(pattern)} characters long; a regex may have at most {MAX_PATTERN_LENGTH}: {_short(pattern)}"
+        )
+
+
+def _check_content_args(args: dict, where: str) -> None:
+    """tag_pattern and string_delims, also inside nested value parsers (the depth is already bounded)."""
+    _check_pattern(args.get("tag_pattern"), f"{where}.tag_pattern")
+    delims = args.get("string_delims")
+    if isinstance(delims, list):
+        if len(delims) > MAX_LITERALS:
+            raise TemplateError(f"{where}.string_delims lists {len(delims)} pairs; at most {MAX_LITERALS} are allowed")
+        for index, pair in enumerate(delims):
+            for side in pair if isinstance(pair, list) else ():
+                if isinstance(side, str) and len(side) > MAX_DELIMITER_LENGTH:
+                    raise TemplateError(
+                        f"{where}.string_delims[{index}] holds a delimiter of {len(side)} characters; at most "
+                        f"{MAX_DELIMITER_LENGTH} are allowed: {_short(side)}"
+                    )
+    parsers = []
+    if isinstance(args.get("value_parser"), dict):
+        parsers.append((args["value_parser"], f"{where}.value_parser"))
+    by = args.get("value_parser_by")
+    if isinstance(by, dict) and isinstance(by.get("parsers"), dict):
+        parsers += [(parser, f"{where}.value_parser_by.parsers[{_short(str(capture), 40)}]") for capture, parser in by["parsers"].items()]
+    for parser, inner in parsers:
+        if isinstance(parser, dict) and isinstance(parser.get("args"), dict):
+            _check_content_args(parser["args"], f"{inner}.args")
+
+
+class JSONTooDeepError(ValueError):
+    """JSON text nests arrays and objects more than `MAX_JSON_DEPTH` levels deep."""
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_depth(text: str) -> int:
+    """How many levels of arrays and objects `text` nests (brackets inside strings do not count)."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def load_json(text: str) -> Any:
+    """`json.loads`, refusing nesting past `MAX_JSON_DEPTH` with `JSONTooDeepError` (a ValueError) instead of
+    exhausting the Python stack (json.loads raises RecursionError near 1,000 levels)."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and json_depth(text) > MAX_JSON_DEPTH:
+        raise JSONTooDeepError(f"arrays and objects nested more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        return json.loads(text)
+    except RecursionError:  # within the limit, but called from deep in the stack
+        raise JSONTooDeepError("arrays and objects nested too deeply for the Python stack") from None
