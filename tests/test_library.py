@@ -170,7 +170,7 @@ def test_model_patterns(model, name):
     assert library.name_for(model) == name
 
 
-@pytest.mark.parametrize("model", ["someone/unknown-model", "Qwen/Qwen3-8b", "qwen/qwen3-8b", "", "Qwen/Qwen3-8B/extra"])
+@pytest.mark.parametrize("model", ["someone/unknown-model", "unsloth/Qwen3-8B", "", "Qwen/Qwen3-8B/extra", "Qwen/Qwen3-8B-Base"])
 def test_unknown_ids_give_none(model):
     assert library.template_for(model) is None
 
