@@ -175,3 +175,9 @@ def test_same_format_evidence_must_be_text():
     entry["same_format"] = ["x"]
     with pytest.raises(LibraryError, match="same_format"):
         validate_entry(entry, "qwen3.json", stem="qwen3")
+
+
+def test_a_newer_release_in_another_format_is_not_given_the_older_template():
+    # Kimi K3 writes a different format from K2: whatever serves it, it must not be the K2 template.
+    assert library.name_for("moonshotai/Kimi-K3") != "kimi-k2"
+    assert library.name_for("moonshotai/kimi-k3") != "kimi-k2"
