@@ -291,7 +291,7 @@ def test_listed_models_resolve_to_their_entry_and_no_other_pattern_claims_them()
                 if other == name:
                     continue
                 patterns = library.get_entry(other).get("model_patterns", [])
-                clash = [p for p in patterns if re.fullmatch(p, model)]
+                clash = [p for p in patterns if re.fullmatch(p, model, re.IGNORECASE)]
                 assert not clash, f"{model} (listed by {name}) also matches {other}'s patterns {clash}"
 
 
