@@ -4,6 +4,7 @@
     list_templates()                 -> ["hermes", "llama3.1", ...]
     get_entry("qwen3")               -> the whole entry: models, chat templates verified against, notes, ...
     template_for("Qwen/Qwen3-8B")    -> the template for a Hub id or a loaded tokenizer, or None when unsure
+    guess_for("unsloth/Qwen3-8B")    -> an unverified guess (name + reason), never given by template_for
 
 The file format is described in templates/FORMAT.md.
 """
@@ -16,13 +17,15 @@ import hashlib
 import json
 import re
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "LibraryError",
     "UnknownTemplateError",
     "get_entry",
     "get_template",
+    "Guess",
+    "guess_for",
     "list_templates",
     "name_for",
     "template_for",
@@ -33,7 +36,7 @@ _NAME = re.compile(r"[a-z0-9_.-]+")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _REQUIRED = {"name", "family", "description", "models", "chat_templates", "supports", "template"}
-_OPTIONAL = {"model_patterns", "notes", "verify"}
+_OPTIONAL = {"model_patterns", "same_format", "notes", "verify"}
 _SUPPORTS = ("reasoning", "tool_calls", "parallel_tool_calls")
 
 
@@ -85,11 +88,20 @@ def validate_entry(entry: Any, source: str, *, stem: str | None = None) -> None:
     for model in _string_list(entry, "models", source):
         if not _HUB_ID.fullmatch(model):
             raise _fail(source, "models", f"holds {model!r}, which is not a Hub id of the form owner/name")
-    for pattern in _string_list(entry, "model_patterns", source):
+    patterns = _string_list(entry, "model_patterns", source)
+    for pattern in patterns:
         try:
-            re.compile(pattern)
+            re.compile(pattern, re.IGNORECASE)
         except re.error as e:
             raise _fail(source, "model_patterns", f"holds an invalid regex {pattern!r}: {e}") from None
+    same_format = entry.get("same_format", {})
+    if not isinstance(same_format, dict):
+        raise _fail(source, "same_format", "must be an object mapping a listed model id or pattern to its evidence")
+    for key, evidence in same_format.items():
+        if key not in entry["models"] and key not in patterns:
+            raise _fail(source, f"same_format[{key!r}]", "names neither a listed model id nor a listed model pattern")
+        if not isinstance(evidence, str) or not evidence.strip():
+            raise _fail(source, f"same_format[{key!r}]", "must be a non-empty string saying why the format is the same")
     _string_list(entry, "notes", source)
 
     chat_templates = entry["chat_templates"]
@@ -154,9 +166,9 @@ def _entries() -> dict[str, dict]:
             raise LibraryError(f"{source}: not valid JSON: {e}") from None
         validate_entry(entry, source, stem=item.name[: -len(".json")])
         for model in entry["models"]:
-            if model in owner_of_model:
-                raise _fail(source, "models", f"lists {model!r}, which {owner_of_model[model]}.json lists too")
-            owner_of_model[model] = entry["name"]
+            if model.lower() in owner_of_model:
+                raise _fail(source, "models", f"lists {model!r}, which {owner_of_model[model.lower()]}.json lists too")
+            owner_of_model[model.lower()] = entry["name"]
         entries[entry["name"]] = entry
     return entries
 
@@ -208,11 +220,28 @@ def _one(names: set[str]) -> str | None:
     return next(iter(names)) if len(names) == 1 else None
 
 
+def _by_id(model_id: str, entries: dict[str, dict]) -> str | None:
+    """The entry serving a Hub id through `models` (exact, any letter case) or `model_patterns` (unique match)."""
+    wanted = model_id.lower()
+    for name, entry in entries.items():
+        if any(model.lower() == wanted for model in entry["models"]):
+            return name
+    matched = {
+        name
+        for name, entry in entries.items()
+        if any(re.fullmatch(pattern, model_id, re.IGNORECASE) for pattern in entry.get("model_patterns", []))
+    }
+    return _one(matched)  # two families claiming one id is ambiguous: a wrong template silently misparses
+
+
 def name_for(model_id_or_tokenizer: Any) -> str | None:
     """The name of the library template serving a Hub model id or a loaded tokenizer, or None when unsure.
 
     Order: an exact Hub id listed in `models`; else the `model_patterns` (None if patterns of two
-    templates match, never a guess); else the sha256 of the tokenizer's chat template.
+    templates match, never a guess); else the sha256 of the tokenizer's chat template. Hub ids are
+    compared without regard to letter case, as the Hub does. A mirror (`unsloth/Qwen3-8B`) is served
+    only when it is listed itself or, for a loaded tokenizer, when its chat template's fingerprint is
+    one the library verified: its files are then known to be the same. `guess_for` offers more, marked.
     """
     if isinstance(model_id_or_tokenizer, str):
         model_id, chat_template = model_id_or_tokenizer, None
@@ -221,18 +250,9 @@ def name_for(model_id_or_tokenizer: Any) -> str | None:
         chat_template = getattr(model_id_or_tokenizer, "chat_template", None)
     entries = _entries()
     if isinstance(model_id, str) and model_id:
-        for name, entry in entries.items():
-            if model_id in entry["models"]:
-                return name
-        matched = {
-            name
-            for name, entry in entries.items()
-            if any(re.fullmatch(pattern, model_id) for pattern in entry.get("model_patterns", []))
-        }
-        if len(matched) > 1:
-            return None  # ambiguous: a wrong template silently misparses, so refuse
-        if matched:
-            return _one(matched)
+        name = _by_id(model_id, entries)
+        if name is not None:
+            return name
     digests = fingerprints(chat_template)
     if digests:
         return _one({name for name, entry in entries.items() for ct in entry["chat_templates"] if ct["sha256"] in digests})
@@ -243,7 +263,74 @@ def template_for(model_id_or_tokenizer: Any) -> dict | None:
     """The library's response template for a Hub model id (e.g. "Qwen/Qwen3-8B") or a loaded tokenizer.
 
     A tokenizer is matched by its `name_or_path`, then by the fingerprint of its `chat_template`.
-    Returns a fresh copy of the template dict, or None when no single template is a sure match.
+    Returns a fresh copy of the template dict, or None when no single template is a sure match
+    (never a guess: see `guess_for` for an unverified suggestion).
     """
     name = name_for(model_id_or_tokenizer)
     return None if name is None else get_template(name)
+
+
+# Hub accounts that republish other publishers' models (quantized or converted) under the same repository name.
+# Their chat template is often, not always, a copy: a mirror is only *guessed* from its name (`guess_for`);
+# template_for serves it when the entry lists it or when its tokenizer's chat template fingerprint matches.
+MIRROR_OWNERS = (
+    "unsloth",
+    "lmstudio-community",
+    "bartowski",
+    "mlx-community",
+    "TheBloke",
+    "MaziyarPanahi",
+    "QuantFactory",
+    "RedHatAI",
+    "nm-testing",
+    "ggml-org",
+)
+
+# Suffixes that quantized or converted copies add to a repository name.
+_VARIANT_SUFFIX = re.compile(
+    r"(?:[-_.](?:GGUF|AWQ|GPTQ(?:-Int[48])?|FP8(?:-dynamic)?|FP4|NVFP4|MLX|bnb-4bit|unsloth-bnb-4bit|[2-8]bit|"
+    r"Int[48]|W4A16|W8A8|MXFP4|EXL2|ONNX|quantized\.w4a16|quantized\.w8a8))+\Z",
+    re.IGNORECASE,
+)
+
+
+class Guess(NamedTuple):
+    """An unverified suggestion from `guess_for`: the library template `name` and why it was guessed."""
+
+    name: str
+    reason: str
+    verified: bool = False
+
+
+def guess_for(model_id: str) -> Guess | None:
+    """An unverified guess of the library template for a Hub id that `template_for` does not serve.
+
+    Never an answer by itself: the model's chat template was not checked against the template, so the
+    parse may be wrong. Tries a mirror of a listed model (same repository name under one of
+    MIRROR_OWNERS) and the id without a quantization suffix (-GGUF, -AWQ, -FP8, ...). Returns
+    `Guess(name, reason, verified=True)` when the id is served for sure (`name_for` knows it), a
+    `Guess(name, reason)` with `verified=False` for a guess, or None.
+    """
+    if not isinstance(model_id, str) or "/" not in model_id:
+        raise TypeError(f"guess_for expects a Hub id 'owner/name', got {model_id!r}")
+    entries = _entries()
+    sure = _by_id(model_id, entries)
+    if sure is not None:
+        return Guess(sure, f"{model_id} is served by {sure} (verified or documented in the entry)", True)
+    owner, _, repo = model_id.partition("/")
+    stripped = _VARIANT_SUFFIX.sub("", repo)
+    candidates = [f"{owner}/{stripped}"] if stripped != repo else []
+    if owner.lower() in {m.lower() for m in MIRROR_OWNERS}:
+        for name, entry in entries.items():
+            for listed in entry["models"]:
+                if listed.split("/", 1)[1].lower() in (repo.lower(), stripped.lower()):
+                    candidates.append(listed)
+    for candidate in candidates:
+        name = _by_id(candidate, entries)
+        if name is not None:
+            return Guess(
+                name,
+                f"unverified: {model_id} looks like a copy of {candidate} (served by {name}); its chat template was "
+                "not checked, so compare it (or pass the loaded tokenizer to template_for) before trusting this",
+            )
+    return None

@@ -27,9 +27,13 @@ INTRO = """\
 
 `response_templates` ships verified response templates for the model families below. Use them by name
 (`get_template("qwen3")`, `list_templates()`) or let the package pick one for a Hub model id or a loaded
-tokenizer (`template_for("Qwen/Qwen3-8B")`, `template_for(tokenizer)`): an exact Hub id first, then the
-family's model-name patterns, then the fingerprint (sha256) of the tokenizer's chat template. When two
-families could match, `template_for` returns `None` rather than guess.
+tokenizer (`template_for("Qwen/Qwen3-8B")`, `template_for(tokenizer)`): an exact Hub id first (letter case
+ignored, as on the Hub), then the family's model-name patterns, then the fingerprint (sha256) of the
+tokenizer's chat template. A model id resolves only to a template its own chat template was verified
+against, or whose format the entry documents to be the same (`same_format`); mirrors such as
+`unsloth/...` resolve when listed or when their chat template's fingerprint matches. When unsure (no match,
+or two families match), `template_for` returns `None` rather than guess; `guess_for(model_id)` offers an
+unverified suggestion, marked as such.
 
 Every template streams: text fields (content, reasoning) arrive chunk by chunk with `dirty=False`, tool
 calls arrive parsed on their `region_close`. How each was verified:

@@ -170,7 +170,7 @@ def test_model_patterns(model, name):
     assert library.name_for(model) == name
 
 
-@pytest.mark.parametrize("model", ["someone/unknown-model", "Qwen/Qwen3-8b", "qwen/qwen3-8b", "", "Qwen/Qwen3-8B/extra"])
+@pytest.mark.parametrize("model", ["someone/unknown-model", "unsloth/Qwen3-8B", "", "Qwen/Qwen3-8B/extra", "Qwen/Qwen3-8B-Base"])
 def test_unknown_ids_give_none(model):
     assert library.template_for(model) is None
 
@@ -291,7 +291,7 @@ def test_listed_models_resolve_to_their_entry_and_no_other_pattern_claims_them()
                 if other == name:
                     continue
                 patterns = library.get_entry(other).get("model_patterns", [])
-                clash = [p for p in patterns if re.fullmatch(p, model)]
+                clash = [p for p in patterns if re.fullmatch(p, model, re.IGNORECASE)]
                 assert not clash, f"{model} (listed by {name}) also matches {other}'s patterns {clash}"
 
 

@@ -1,0 +1,183 @@
+"""Lookup never hands a model a template it was not checked against.
+
+A Hub id may resolve (through `models` or `model_patterns`) only to an entry that lists the model's own chat
+template (verified: MANIFEST.json of the chat templates folder says whose file it is), or that documents why the
+model's format is the same (`same_format` evidence). Anything else gets None; guesses come only from `guess_for`,
+marked as such.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from response_templates import library
+from response_templates.library import LibraryError, validate_entry
+
+NAMES = library.list_templates()
+
+# Entries owned by other helpers that break the rule today (their JSON is not edited here); reported to the lead.
+# Non-strict: they pass as soon as their owners add `same_format` evidence or narrow their patterns.
+OTHER_OWNERS_PENDING = {
+    "apriel_thinker", "cohere-command", "deepseek_r1", "deepseek_v3.1", "deepseek_v3.2", "deepseek_v4",
+    "ernie4.5_thinking", "functiongemma", "gemma-3", "gemma-4", "gigachat3", "glm", "gpt-oss", "granite-3",
+    "granite-4", "hunyuan3", "hunyuan_a13b", "kimi-k2", "llama3.1", "llama4", "minimax_m1", "minimax_m2",
+    "mistral", "mistral_v3", "phi-4-mini", "seed_oss", "solar_open",
+}
+
+
+def _manifest():
+    folder = os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
+    if not folder:
+        pytest.skip("RESPONSE_TEMPLATES_CHAT_TEMPLATES is not set (folder of real chat templates with MANIFEST.json)")
+    path = Path(folder) / "MANIFEST.json"
+    if not path.is_file():
+        pytest.skip(f"{path} does not exist")
+    return {item["file"]: item["model_repo"] for item in json.loads(path.read_text(encoding="utf-8"))}
+
+
+def _is_hub_id(text):
+    return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*", text))
+
+
+def _violations(name, manifest):
+    """What in entry `name` lets a model id resolve to it without verification or documented evidence."""
+    entry = library.get_entry(name)
+    evidence = entry.get("same_format", {})
+    verified = {manifest[ct["file"]].lower() for ct in entry["chat_templates"] if ct["file"] in manifest}
+    problems = []
+    for model in entry["models"]:
+        if model.lower() not in verified and model not in evidence:
+            problems.append(f"{model}: its chat template is not among the verified ones and no same_format evidence")
+    for pattern in entry.get("model_patterns", []):
+        if pattern not in evidence:
+            problems.append(f"pattern {pattern!r}: no same_format evidence for the models it covers")
+    # A model whose own chat template is known (in the folder) resolves only to an entry that lists that file.
+    for file, repo in manifest.items():
+        if not _is_hub_id(repo) or library.name_for(repo) != name:
+            continue
+        files_of_repo = {f for f, r in manifest.items() if r.lower() == repo.lower()}
+        listed = {ct["file"] for ct in entry["chat_templates"]}
+        if not files_of_repo & listed and repo not in evidence:
+            problems.append(f"{repo} resolves here but none of its chat templates {sorted(files_of_repo)} is verified")
+    return problems
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason="entry owned by another helper; reported to the lead", strict=False))
+        if n in OTHER_OWNERS_PENDING
+        else n
+        for n in NAMES
+    ],
+)
+def test_no_model_resolves_to_a_template_it_was_not_verified_against(name):
+    problems = _violations(name, _manifest())
+    assert not problems, f"{name}: " + "; ".join(problems)
+
+
+def test_the_rule_catches_an_unverified_model_and_an_undocumented_pattern(monkeypatch):
+    manifest = _manifest()
+    entries = dict(library._entries())
+    fake = copy.deepcopy(entries["qwen3"])
+    fake["models"] = fake["models"] + ["Qwen/Qwen9-8B"]
+    fake["model_patterns"] = ["Qwen/Qwen9-.*"]
+    fake["same_format"] = {}
+    entries["qwen3"] = fake
+    monkeypatch.setattr(library, "_entries", lambda: entries)
+    problems = _violations("qwen3", manifest)
+    assert any("Qwen/Qwen9-8B" in p for p in problems)
+    assert any("Qwen9-.*" in p for p in problems)
+
+
+def test_a_model_with_another_chat_template_is_refused(monkeypatch):
+    # A pattern that swallows a model whose own (different) chat template is known breaks the rule.
+    manifest = _manifest()
+    entries = dict(library._entries())
+    fake = copy.deepcopy(entries["qwen3"])
+    fake["model_patterns"] = ["Qwen/Qwen3.*"]
+    fake["same_format"] = {"Qwen/Qwen3.*": "claimed"}
+    entries = {"qwen3": fake}
+    monkeypatch.setattr(library, "_entries", lambda: entries)
+    problems = _violations("qwen3", manifest)
+    assert any("Qwen/Qwen3-Coder-30B-A3B-Instruct" in p for p in problems), problems
+
+
+# --- letter case, mirrors, guesses ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["qwen/qwen3-8b", "QWEN/QWEN3-8B", "Qwen/Qwen3-8b", "qwen/qwen3-14b-fp8"])
+def test_hub_ids_match_without_regard_to_letter_case(model):
+    assert library.name_for(model) == "qwen3"
+
+
+def test_a_mirror_is_served_only_when_its_files_are_known_to_be_the_same():
+    # unsloth's SmolLM3 chat template was verified (it is listed); unsloth's Qwen3 copy was not.
+    assert library.name_for("unsloth/SmolLM3-3B") == "smollm3"
+    assert library.template_for("unsloth/Qwen3-8B") is None
+    guess = library.guess_for("unsloth/Qwen3-8B")
+    assert guess is not None and guess.name == "qwen3" and not guess.verified
+    assert guess.reason.startswith("unverified")
+
+
+def test_a_mirror_tokenizer_is_served_when_its_chat_template_fingerprint_agrees():
+    folder = os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
+    if not folder:
+        pytest.skip("RESPONSE_TEMPLATES_CHAT_TEMPLATES is not set")
+    source = (Path(folder) / "Qwen--Qwen3-8B.jinja").read_bytes().decode("utf-8")
+
+    class Tokenizer:
+        name_or_path = "unsloth/Qwen3-8B"
+        chat_template = source
+
+    assert library.name_for(Tokenizer()) == "qwen3"
+    Tokenizer.chat_template = source.replace("<tool_call>", "<tool_call_x>")  # a mirror that changed the file
+    assert library.name_for(Tokenizer()) is None
+
+
+def test_guess_for_marks_sure_answers_and_knows_nothing_of_unknown_ids():
+    sure = library.guess_for("Qwen/Qwen3-8B")
+    assert sure == library.Guess("qwen3", sure.reason, True)
+    assert library.guess_for("someone/unknown-model") is None
+    assert library.guess_for("bartowski/unknown-model-GGUF") is None
+    guess = library.guess_for("lmstudio-community/QwQ-32B-GGUF")
+    assert guess is not None and guess.name == "qwq" and not guess.verified
+    with pytest.raises(TypeError, match="owner/name"):
+        library.guess_for("no-slash")
+
+
+def test_template_for_never_returns_a_guess():
+    for model in ("unsloth/Qwen3-8B", "bartowski/Qwen_QwQ-32B-GGUF", "mlx-community/Qwen3-8B-4bit"):
+        assert library.template_for(model) is None, model
+
+
+# --- same_format validation -------------------------------------------------------------------
+
+
+def test_same_format_must_name_a_listed_model_or_pattern():
+    entry = copy.deepcopy(library.get_entry("qwen3"))
+    entry["same_format"] = {"Qwen/Unlisted": "because"}
+    with pytest.raises(LibraryError, match="same_format.*Qwen/Unlisted.*neither"):
+        validate_entry(entry, "qwen3.json", stem="qwen3")
+
+
+def test_same_format_evidence_must_be_text():
+    entry = copy.deepcopy(library.get_entry("qwen3"))
+    entry["same_format"] = {entry["models"][0]: "  "}
+    with pytest.raises(LibraryError, match="same_format.*non-empty"):
+        validate_entry(entry, "qwen3.json", stem="qwen3")
+    entry["same_format"] = ["x"]
+    with pytest.raises(LibraryError, match="same_format"):
+        validate_entry(entry, "qwen3.json", stem="qwen3")
+
+
+def test_a_newer_release_in_another_format_is_not_given_the_older_template():
+    # Kimi K3 writes a different format from K2: whatever serves it, it must not be the K2 template.
+    assert library.name_for("moonshotai/Kimi-K3") != "kimi-k2"
+    assert library.name_for("moonshotai/kimi-k3") != "kimi-k2"
