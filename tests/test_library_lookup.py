@@ -22,7 +22,6 @@ from response_templates.library import LibraryError, validate_entry
 NAMES = library.list_templates()
 
 
-
 def _manifest():
     folder = os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
     if not folder:
