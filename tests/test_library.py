@@ -150,6 +150,9 @@ class FakeTokenizer:
         ("NousResearch/Hermes-3-Llama-3.1-8B", "hermes"),
         ("meta-llama/Llama-3.3-70B-Instruct", "llama3.1"),
         ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama4"),
+        ("openai/gpt-oss-20b", "gpt-oss"),
+        ("zai-org/GLM-4.5-Air", "glm"),
+        ("google/gemma-3-1b-it", "gemma-3"),
     ],
 )
 def test_exact_hub_ids(model, name):
@@ -164,6 +167,7 @@ def test_exact_hub_ids(model, name):
         ("Qwen/Qwen2.5-3B-Instruct-GPTQ-Int4", "qwen2.5"),
         ("Qwen/Qwen3-4B-Thinking-2507-FP8", "qwen3-thinking-2507"),
         ("meta-llama/Meta-Llama-3.1-405B-Instruct", "llama3.1"),
+        ("tencent/Hunyuan-A13B-Instruct-GGUF", "hunyuan_a13b"),
     ],
 )
 def test_model_patterns(model, name):

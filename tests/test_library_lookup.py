@@ -21,15 +21,6 @@ from response_templates.library import LibraryError, validate_entry
 
 NAMES = library.list_templates()
 
-# Entries owned by other helpers that break the rule today (their JSON is not edited here); reported to the lead.
-# Non-strict: they pass as soon as their owners add `same_format` evidence or narrow their patterns.
-OTHER_OWNERS_PENDING = {
-    "apriel_thinker", "cohere-command", "deepseek_r1", "deepseek_v3.1", "deepseek_v3.2", "deepseek_v4",
-    "ernie4.5_thinking", "functiongemma", "gemma-3", "gemma-4", "gigachat3", "glm", "gpt-oss", "granite-3",
-    "granite-4", "hunyuan3", "hunyuan_a13b", "kimi-k2", "llama3.1", "llama4", "minimax_m1", "minimax_m2",
-    "mistral", "mistral_v3", "phi-4-mini", "seed_oss", "solar_open",
-}
-
 
 def _manifest():
     folder = os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
@@ -68,15 +59,7 @@ def _violations(name, manifest):
     return problems
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason="entry owned by another helper; reported to the lead", strict=False))
-        if n in OTHER_OWNERS_PENDING
-        else n
-        for n in NAMES
-    ],
-)
+@pytest.mark.parametrize("name", NAMES)
 def test_no_model_resolves_to_a_template_it_was_not_verified_against(name):
     problems = _violations(name, _manifest())
     assert not problems, f"{name}: " + "; ".join(problems)
