@@ -199,7 +199,7 @@ def _template_name(args: argparse.Namespace) -> str:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from response_templates.verify import entry_options, verify, verify_entry
+    from response_templates.verification import entry_options, verify, verify_entry
 
     entry = _resolve_entry_or_template(args.template)
     is_entry = isinstance(entry, dict) and "template" in entry
