@@ -672,8 +672,18 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true",
                         help="print the change for each repository as a unified diff; write nothing")
     parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the token saved by `hf auth login`)")
-    parser.add_argument("--endpoint", help="Hub endpoint (default: HF_ENDPOINT or https://huggingface.co)")
+    parser.add_argument("--endpoint", type=_endpoint_url,
+                        help="Hub endpoint URL (default: HF_ENDPOINT or https://huggingface.co)")
     return parser
+
+
+def _endpoint_url(value: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {value!r} (e.g. https://huggingface.co)")
+    return value
 
 
 def main(argv: Sequence[str] | None = None, *, api=None, entries: Iterable[dict] | None = None,
