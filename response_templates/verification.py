@@ -294,6 +294,10 @@ def _cases(reasoning: bool, tool_calls: bool, parallel: bool) -> list[tuple[str,
 
 @dataclass
 class CaseResult:
+    """One canonical case of a verification: its name and scenario, whether it passed (`ok`), what differed
+    (`diff`), why it was skipped (`skipped`), and what was rendered and parsed (`prompt`, `generation`,
+    `expected`, `parsed`, `tools`)."""
+
     name: str
     scenario: str
     ok: bool
@@ -316,17 +320,22 @@ class CaseResult:
 
 @dataclass
 class VerifyReport:
+    """What `verify` found: one `CaseResult` per canonical case, in order. `str(report)` is `report.summary()`."""
+
     cases: list[CaseResult]
 
     @property
     def ok(self) -> bool:
+        """Every case that ran passed, and at least one ran."""
         return all(case.ok for case in self.cases) and any(case.skipped is None for case in self.cases)
 
     @property
     def failures(self) -> list[CaseResult]:
+        """The cases that failed."""
         return [case for case in self.cases if not case.ok]
 
     def summary(self) -> str:
+        """`N/M cases ok, K skipped`, then a line (and the differences) per failed or skipped case."""
         ran = [case for case in self.cases if case.skipped is None]
         failed = self.failures
         lines = [f"{len(ran) - len(failed)}/{len(ran)} cases ok, {len(self.cases) - len(ran)} skipped"]
