@@ -174,6 +174,8 @@ def _tokenizer_config_path(value: str) -> str | None:
     if os.path.isdir(value):
         path = os.path.join(value, TOKENIZER_CONFIG)
         if not os.path.isfile(path):
+            if os.sep not in value and value in _library().list_templates():
+                return None  # a folder that happens to be named like a library template: the name wins
             raise CLIError(f"{value!r} is a directory without {TOKENIZER_CONFIG} (expected a saved tokenizer)")
         return path
     if os.path.basename(value) == TOKENIZER_CONFIG and os.path.isfile(value):

@@ -326,6 +326,15 @@ def test_saved_tokenizer_errors_name_the_path(tmp_path, capsys, monkeypatch):
     assert_one_line_error(code, err, "tokenizer_config.json", "no response_template", "--template")
 
 
+def test_a_folder_named_like_a_library_template_is_not_a_tokenizer(tmp_path, capsys, monkeypatch):
+    (tmp_path / "qwen3").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(["parse", "--template", "qwen3", "--compact"], capsys, stdin=QWEN3_OUTPUT,
+                         monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert json.loads(out) == parse_response(QWEN3_OUTPUT, get_template("qwen3"), prefix="")
+
+
 def test_verify_a_saved_tokenizer_against_its_own_chat_template(saved_tokenizer, tmp_path, capsys):
     # The test tokenizer's small template does not read every canonical case back: the report says which.
     code, out, _ = run(["verify", "--template", str(saved_tokenizer)], capsys)
