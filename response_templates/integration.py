@@ -100,6 +100,12 @@ def _resolve_template(tokenizer: Any, explicit: Any) -> Any:
     if explicit is not None:
         return explicit
     own = getattr(tokenizer, "response_template", None)
+    if isinstance(own, str):
+        # A library name is for the Python API; a tokenizer (and its tokenizer_config.json) holds the template itself.
+        raise ValueError(
+            f"response_template must be a dict, got str {own!r:.60}: a tokenizer holds the template itself "
+            "(for a library template: tokenizer.response_template = response_templates.get_template(NAME))"
+        )
     if own is not None:
         return own
     found = _library_template(tokenizer)
