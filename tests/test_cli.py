@@ -338,7 +338,8 @@ def test_a_folder_named_like_a_library_template_is_not_a_tokenizer(tmp_path, cap
 def test_verify_a_saved_tokenizer_against_its_own_chat_template(saved_tokenizer, tmp_path, capsys):
     # The test tokenizer's small template does not read every canonical case back: the report says which.
     code, out, _ = run(["verify", "--template", str(saved_tokenizer)], capsys)
-    assert out.startswith("== chat_template.jinja\n") and "cases ok" in out
+    # transformers 5 saves chat_template.jinja; 4.x keeps it in tokenizer_config.json
+    assert out.split("\n")[0] in ("== chat_template.jinja", "== chat_template") and "cases ok" in out
     assert code == 1 and "[default] plain: FAILED" in out
     # A tokenizer directory holding Qwen3's chat template and the library's qwen3 template passes.
     folder = _chat_templates_dir()
