@@ -11,6 +11,7 @@ for growth, not a speed measurement; run benchmarks/bench_parsing.py for speed.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -35,7 +36,8 @@ def per_chunk(template: dict, prefix: str, text: str) -> float:
     return (time.perf_counter() - start) / len(chunks) * 1e6
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     print(f"{'template':24} {'4K µs/chunk':>12} {'32K µs/chunk':>13} {'ratio':>6}")
     worst = 0.0
     for path in sorted(CORPORA.glob("*.json")):

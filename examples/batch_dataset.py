@@ -2,6 +2,8 @@
 
     python examples/batch_dataset.py --num-proc 2
 
+Needs the `datasets` package (`pip install datasets`, or the `[datasets]` extra of this package).
+
 `parse_batch` is a plain function over a batch (a dict of columns), so it runs unchanged in
 `datasets.Dataset.map(..., batched=True, num_proc=N)`, where each worker process parses its own shards. The
 template is looked up by name inside the worker (library lookups are cached per process), which keeps what is
@@ -65,9 +67,24 @@ def parse_batch(batch: dict[str, Any], indices: list[int] | None = None, templat
     return out
 
 
+NEEDS_DATASETS = (
+    "this example needs the `datasets` package: pip install datasets "
+    "(or, from a checkout of response-templates: pip install \".[datasets]\")"
+)
+
+
+def _datasets():
+    try:
+        import datasets
+    except ImportError:
+        raise SystemExit(f"{__file__}: {NEEDS_DATASETS}") from None
+    return datasets
+
+
 def parse_dataset(dataset, template_name: str = "qwen3", num_proc: int | None = None, batch_size: int = 256):
     """`dataset` with the parsed columns added (see the module docstring)."""
-    from datasets import Features, Value
+    datasets = _datasets()
+    Features, Value = datasets.Features, datasets.Value
 
     # Declared up front: a batch where every row is None would otherwise fix a column's type to null.
     features = Features({**dataset.features, **{name: Value("string") for name in NEW_COLUMNS}})
@@ -100,10 +117,13 @@ def demo_rows() -> dict[str, list]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="Parse a small demo dataset of Qwen3 generations.")
-    parser.add_argument("--num-proc", type=int, default=2)
+    parser = argparse.ArgumentParser(
+        description="Parse a small demo dataset of Qwen3 generations with datasets.Dataset.map.",
+        epilog=NEEDS_DATASETS[0].upper() + NEEDS_DATASETS[1:] + ".",
+    )
+    parser.add_argument("--num-proc", type=int, default=2, help="worker processes for Dataset.map (default: 2)")
     args = parser.parse_args(argv)
-    from datasets import Dataset
+    Dataset = _datasets().Dataset
 
     dataset = parse_dataset(Dataset.from_dict(demo_rows()), "qwen3", num_proc=args.num_proc)
     for row in dataset.select(range(4)):

@@ -49,3 +49,39 @@ def build_tokenizer():
     except ImportError:
         return None
     return PreTrainedTokenizerFast(tokenizer_object=build_backend(), eos_token="<|im_end|>", pad_token="<|im_end|>")
+
+
+def save_tokenizer_dir(path, response_template: str | None = "qwen3") -> bool:
+    """Save `build_tokenizer()` to the directory `path`, as a model repository ships its tokenizer: with the library
+    template `response_template` in its tokenizer_config.json. False when transformers is not installed."""
+    tokenizer = build_tokenizer()
+    if tokenizer is None:
+        return False
+    if response_template is not None:
+        from response_templates import get_template
+
+        tokenizer.response_template = get_template(response_template)
+    tokenizer.save_pretrained(str(path))
+    return True
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Save the examples' small Qwen-style tokenizer (with the qwen3 response template in its "
+        "tokenizer_config.json) to a directory, to try `AutoTokenizer.from_pretrained(DIR)` or "
+        "`response-templates parse --template DIR` offline."
+    )
+    parser.add_argument("directory", help="where to save it (created if needed)")
+    parser.add_argument("--template", default="qwen3", help="library template to store (default: qwen3)")
+    args = parser.parse_args(argv)
+    if not save_tokenizer_dir(args.directory, args.template):
+        print("saving a tokenizer needs transformers: pip install transformers", file=sys.stderr)
+        return 1
+    print(f"saved to {args.directory}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

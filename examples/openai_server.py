@@ -67,6 +67,13 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # keep the terminal for the demo output
         pass
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):
+            # The client went away (closed its stream, Ctrl-C): nothing more to send it, and nothing to report.
+            self.close_connection = True
+
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "demo"}]})

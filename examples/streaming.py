@@ -6,6 +6,7 @@ Reasoning is shown dimmed, the answer in plain text, tool calls in yellow: their
 writes it (`dirty` chunks), then the parsed call when the region closes.
 """
 
+import argparse
 import json
 import sys
 import time
@@ -57,9 +58,12 @@ class Renderer:
 
 
 def main(argv=None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    delay = 0.0 if "--fast" in argv else 0.03
-    render = Renderer(color=sys.stdout.isatty() and "--no-color" not in argv)
+    options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    options.add_argument("--fast", action="store_true", help="no delay between tokens")
+    options.add_argument("--no-color", action="store_true", help="plain text, even on a terminal")
+    args = options.parse_args(argv)
+    delay = 0.0 if args.fast else 0.03
+    render = Renderer(color=sys.stdout.isatty() and not args.no_color)
     template = template_for("Qwen/Qwen3-8B")
     tokenizer = build_tokenizer()
     if tokenizer is not None:

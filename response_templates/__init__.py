@@ -33,11 +33,13 @@ __all__ = [
     "to_openai_message",
     "unpatch",
     "verify",
+    "verify_entry",
     "CompiledTemplate",
     "RegexTimeoutError",
     "ResponseParser",
     "TemplateError",
     "TransformError",
+    "VerifyReport",
     "get_regex_timeout",
     "load_template",
     "parse_response",
@@ -45,10 +47,18 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # verify() renders chat templates with jinja2: load it only when asked for
-    if name == "verify":
-        from .verify import verify
+# verify() renders chat templates with jinja2: response_templates.verification is loaded only when one of these is
+# asked for. No submodule shares a name with a public attribute, so `rt.verify` is the function whatever was imported.
+_LAZY = {"verify", "verify_entry", "VerifyReport"}
 
-        return verify
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import verification
+
+        return getattr(verification, name)
     raise AttributeError(f"module 'response_templates' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY)

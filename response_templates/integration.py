@@ -100,6 +100,12 @@ def _resolve_template(tokenizer: Any, explicit: Any) -> Any:
     if explicit is not None:
         return explicit
     own = getattr(tokenizer, "response_template", None)
+    if isinstance(own, str):
+        # A library name is for the Python API; a tokenizer (and its tokenizer_config.json) holds the template itself.
+        raise ValueError(
+            f"response_template must be a dict, got str {own!r:.60}: a tokenizer holds the template itself "
+            "(for a library template: tokenizer.response_template = response_templates.get_template(NAME))"
+        )
     if own is not None:
         return own
     found = _library_template(tokenizer)
@@ -178,10 +184,12 @@ def get_response_parser(self, response_template=None, *, prefix=None, tools=None
     """A streaming `ResponseParser` for this tokenizer's template (or `response_template`), like transformers 5.25.
 
     `prefix` (required; "" opts out) is the prompt before generation, as text or one sequence of token ids.
-    With `token_ids=True` (fast tokenizers only) the parser is fed generated token ids instead of text.
+    `feed` takes generated text or, on a fast tokenizer, generated token ids: the first `feed` decides, so
+    `get_response_parser(prefix=prompt_ids)` then `feed(new_ids)` works as well as feeding decoded text (text is
+    what transformers 5.25 takes by default; it has no such switch). `token_ids=True` (fast tokenizers only) says
+    up front that ids will be fed. Ids are decoded so that control tokens act as delimiters only when the model
+    generated them as their own ids, and a multi-byte character split across ids is never torn.
     """
-    from .core import ResponseParser
-
     template = _resolve_template(self, response_template)
     if token_ids:
         if not _is_fast(self):
@@ -191,10 +199,64 @@ def get_response_parser(self, response_template=None, *, prefix=None, tools=None
             )
         if prefix is not None and not isinstance(prefix, str):
             prefix = _single_prefix(prefix)
-        return ResponseParser(template, prefix=prefix, tools=tools, tokenizer=self)
+        return _parser_class()(template, prefix, tools=tools, tokenizer=self, mode="ids")
+    text_prefix = prefix
     if prefix is not None and not isinstance(prefix, str):
-        prefix = self.decode(_single_prefix(prefix))
-    return ResponseParser(template, prefix=prefix, tools=tools)
+        prefix = _single_prefix(prefix)
+        text_prefix = self.decode(prefix)
+    parser = _parser_class()(template, text_prefix, tools=tools, mode="text" if not _is_fast(self) else None)
+    parser._switch = (template, prefix, tools, self)
+    return parser
+
+
+_PARSER_CLASS = None
+
+
+def _parser_class():
+    """The ResponseParser subclass `get_response_parser` returns (made on first use: the core loads lazily)."""
+    global _PARSER_CLASS
+    if _PARSER_CLASS is None:
+        from .core import ResponseParser
+
+        class TokenizerResponseParser(ResponseParser):
+            """A ResponseParser made by `tokenizer.get_response_parser`: its first `feed` decides whether it takes
+            text or token ids (unless `token_ids=True` decided for ids, or the tokenizer is not a fast one)."""
+
+            def __init__(self, template, prefix=None, *, tools=None, tokenizer=None, mode=None):
+                super().__init__(template, prefix, tools=tools, tokenizer=tokenizer)
+                self._mode = mode
+                self._switch = None
+
+            def feed(self, chunk):
+                ids = not isinstance(chunk, str)
+                if self._mode is None and not self._finalized:
+                    self._mode = "ids" if ids else "text"
+                    if ids:
+                        # Read the prompt again the way ids are read, then take ids from here on.
+                        _, prefix, tools, tokenizer = self._switch
+                        super().__init__(self.template, prefix, tools=tools, tokenizer=tokenizer)
+                elif self._mode == "text" and ids and not self._finalized:
+                    owner = self._switch[3] if self._switch else None
+                    if owner is not None and not _is_fast(owner):
+                        raise TypeError(
+                            f"feed() takes text here: {type(owner).__name__} is not a fast tokenizer, so it cannot "
+                            "decode ids incrementally; decode the ids and feed the text"
+                        )
+                    raise TypeError(
+                        "this parser was fed text first, so feed() takes text; to feed token ids, feed ids from the "
+                        "start or create it with tokenizer.get_response_parser(..., token_ids=True)"
+                    )
+                elif self._mode == "ids" and not ids and not self._finalized:
+                    raise TypeError(
+                        "this parser takes token ids (it was created with token_ids=True or was fed ids first); to "
+                        "feed text, create a new parser with tokenizer.get_response_parser(prefix=...) and feed text "
+                        "from the start"
+                    )
+                return super().feed(chunk)
+
+        TokenizerResponseParser.__module__ = __name__
+        _PARSER_CLASS = TokenizerResponseParser
+    return _PARSER_CLASS
 
 
 def _single_prefix(prefix: Any) -> list:

@@ -65,7 +65,7 @@ def _string_list(entry: dict, key: str, source: str) -> list[str]:
 def validate_entry(entry: Any, source: str, *, stem: str | None = None) -> None:
     """Check one library entry's metadata and template; raise LibraryError naming `source` and the key."""
     from . import TemplateError, load_template
-    from .verify import check_options
+    from .verification import check_options
 
     if not isinstance(entry, dict):
         raise LibraryError(f"{source}: the file must hold a JSON object, got {type(entry).__name__}")

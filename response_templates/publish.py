@@ -2,7 +2,7 @@
 
 For each selected model, the publisher reads the repository's ``tokenizer_config.json`` and chat template(s)
 at the current head of ``main``, checks the library template against those chat templates with
-:func:`response_templates.verify.verify`, and opens a pull request that adds a single key,
+:func:`response_templates.verify` (in `response_templates.verification`), and opens a pull request that adds a single key,
 ``response_template``, to ``tokenizer_config.json``. Nothing else in the file changes: the key is inserted as
 text, with the file's own indentation, separators and line endings, and the result is checked to differ
 from the original only by that key.
@@ -458,7 +458,7 @@ def _short_report(report: Any) -> str:
 
 def entry_verify_options(entry: dict, chat_template: str) -> dict | None:
     """The entry's verify options, with the overrides of a chat template it lists (matched by sha256)."""
-    from .verify import entry_options
+    from .verification import entry_options
 
     return entry_options(entry, chat_template)
 
@@ -473,7 +473,7 @@ def _case_count(report: Any) -> int | None:
 
 
 def _default_verifier():
-    from .verify import verify
+    from .verification import verify
 
     return verify
 
@@ -672,8 +672,18 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true",
                         help="print the change for each repository as a unified diff; write nothing")
     parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the token saved by `hf auth login`)")
-    parser.add_argument("--endpoint", help="Hub endpoint (default: HF_ENDPOINT or https://huggingface.co)")
+    parser.add_argument("--endpoint", type=_endpoint_url,
+                        help="Hub endpoint URL (default: HF_ENDPOINT or https://huggingface.co)")
     return parser
+
+
+def _endpoint_url(value: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {value!r} (e.g. https://huggingface.co)")
+    return value
 
 
 def main(argv: Sequence[str] | None = None, *, api=None, entries: Iterable[dict] | None = None,

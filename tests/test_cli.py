@@ -272,3 +272,174 @@ def test_verify_every_listed_chat_template_in_subfolders(capsys):
     listed = [item["file"] for item in get_entry("gemma-4")["chat_templates"]]
     assert code == 0, out
     assert [line[3:] for line in out.splitlines() if line.startswith("== ")] == listed
+
+
+# --- saved tokenizers, chat template lookup, input decoding, usage (issue 14.6, 14.7) ------------------------
+
+CHATML_PROMPT = "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n"
+CHATML_OUTPUT = '<think>Rain?</think>Checking.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call><|im_end|>'
+CHATML_MESSAGE = {
+    "role": "assistant", "reasoning_content": "Rain?", "content": "Checking.",
+    "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+}
+
+
+@pytest.fixture(scope="module")
+def saved_tokenizer(tmp_path_factory):
+    """A tokenizer saved with save_pretrained, carrying our test response template (as a Hub repo would)."""
+    pytest.importorskip("transformers")
+    from tokenizer_factory import RESPONSE_TEMPLATE, build_tokenizer_dir, load_tokenizer
+
+    tok = load_tokenizer(build_tokenizer_dir(tmp_path_factory.mktemp("built") / "tok"))
+    tok.response_template = RESPONSE_TEMPLATE
+    out = tmp_path_factory.mktemp("saved") / "my-model"
+    tok.save_pretrained(str(out))
+    return out
+
+
+@pytest.mark.parametrize("how", ["--template DIR", "--template DIR/tokenizer_config.json", "--model DIR"])
+def test_parse_with_a_saved_tokenizer(saved_tokenizer, how, capsys, monkeypatch):
+    option, value = how.split()
+    path = value.replace("DIR", str(saved_tokenizer))
+    code, out, err = run(["parse", option, path, "--prefix", CHATML_PROMPT], capsys, stdin=CHATML_OUTPUT,
+                         monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert json.loads(out) == CHATML_MESSAGE
+
+
+def test_saved_tokenizer_without_template_uses_the_library_match(tmp_path, capsys, monkeypatch):
+    folder = _chat_templates_dir()
+    chat_template = open(os.path.join(folder, "Qwen--Qwen3-8B.jinja"), encoding="utf-8").read()
+    write(tmp_path, "tokenizer_config.json", {"tokenizer_class": "Qwen2Tokenizer", "chat_template": chat_template})
+    code, out, err = run(["parse", "--template", str(tmp_path), "--compact"], capsys, stdin=QWEN3_OUTPUT,
+                         monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert json.loads(out) == parse_response(QWEN3_OUTPUT, get_template("qwen3"), prefix="")
+
+
+def test_saved_tokenizer_errors_name_the_path(tmp_path, capsys, monkeypatch):
+    code, _, err = run(["parse", "--template", str(tmp_path)], capsys, stdin="x", monkeypatch=monkeypatch)
+    assert code == 2
+    assert_one_line_error(code, err, str(tmp_path), "tokenizer_config.json")
+    write(tmp_path, "tokenizer_config.json", {"tokenizer_class": "X", "chat_template": "{{ messages }}"})
+    code, _, err = run(["parse", "--model", str(tmp_path)], capsys, stdin="x", monkeypatch=monkeypatch)
+    assert_one_line_error(code, err, "tokenizer_config.json", "no response_template", "--template")
+
+
+def test_a_folder_named_like_a_library_template_is_not_a_tokenizer(tmp_path, capsys, monkeypatch):
+    (tmp_path / "qwen3").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(["parse", "--template", "qwen3", "--compact"], capsys, stdin=QWEN3_OUTPUT,
+                         monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert json.loads(out) == parse_response(QWEN3_OUTPUT, get_template("qwen3"), prefix="")
+
+
+def test_verify_a_saved_tokenizer_against_its_own_chat_template(saved_tokenizer, tmp_path, capsys):
+    # The test tokenizer's small template does not read every canonical case back: the report says which.
+    code, out, _ = run(["verify", "--template", str(saved_tokenizer)], capsys)
+    # transformers 5 saves chat_template.jinja; 4.x keeps it in tokenizer_config.json
+    assert out.split("\n")[0] in ("== chat_template.jinja", "== chat_template") and "cases ok" in out
+    assert code == 1 and "[default] plain: FAILED" in out
+    # A tokenizer directory holding Qwen3's chat template and the library's qwen3 template passes.
+    folder = _chat_templates_dir()
+    (tmp_path / "chat_template.jinja").write_bytes(open(os.path.join(folder, "Qwen--Qwen3-8B.jinja"), "rb").read())
+    write(tmp_path, "tokenizer_config.json", {"tokenizer_class": "Qwen2Tokenizer", "response_template": get_template("qwen3")})
+    code, out, _ = run(["verify", "--template", str(tmp_path / "tokenizer_config.json")], capsys)
+    assert code == 0, out
+    assert out.startswith("== chat_template.jinja\n") and "FAILED" not in out
+
+
+def test_verify_finds_a_chat_template_by_name_in_the_folder(tmp_path, capsys, monkeypatch):
+    shared = _chat_templates_dir()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "chatml-test.jinja").write_bytes(open(os.path.join(shared, "Qwen--Qwen3-8B.jinja"), "rb").read())
+    template = "qwen3"
+    monkeypatch.setenv("RESPONSE_TEMPLATES_CHAT_TEMPLATES", str(tmp_path))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the name is not a file here: it is looked up in the folder
+    for name in ("chatml-test.jinja", "sub/chatml-test.jinja"):
+        code, out, _ = run(["verify", "--template", template, "--chat-template", name], capsys)
+        assert code == 0, out
+        assert out.splitlines()[0] == f"== {os.path.basename(name)}" and "FAILED" not in out
+    code, _, err = run(["verify", "--template", template, "--chat-template", "nothing.jinja"], capsys)
+    assert_one_line_error(code, err, "nothing.jinja", str(tmp_path))
+
+
+def test_verify_reports_an_invalid_template_once(tmp_path, capsys, monkeypatch):
+    from tokenizer_factory import CHAT_TEMPLATE
+
+    chat = write(tmp_path, "chat.jinja", CHAT_TEMPLATE)
+    bad = write(tmp_path, "bad.json", {"fields": {"content": {"content": "nope"}}})
+    code, out, err = run(["verify", "--template", bad, "--chat-template", chat], capsys)
+    assert code == 1 and out == ""
+    assert_one_line_error(code, err, "content", "nope")
+
+
+def test_undecodable_input_file_is_named(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("caf\xe9".encode("latin-1"))
+    code, out, err = run(["parse", "--template", "qwen3", str(path)], capsys)
+    assert code == 1 and out == ""
+    assert_one_line_error(code, err, "latin1.txt", "not UTF-8", "0xe9", "offset 3")
+    code, _, err = run(["parse", "--template", "qwen3", "--prefix-file", str(path)], capsys, stdin="x",
+                       monkeypatch=monkeypatch)
+    assert_one_line_error(code, err, "prefix file", "latin1.txt")
+
+
+@pytest.mark.parametrize("mode", [[], ["--stream"], ["--openai"]])
+def test_bad_utf8_on_stdin_is_a_clear_error_not_bad_json(mode):
+    env = {**os.environ, "PYTHONPATH": _package_home(), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    result = subprocess.run([sys.executable, "-m", "response_templates.cli", "parse", "--template", "qwen3", *mode],
+                            input=b"ok \xff\xfe then", capture_output=True, timeout=60, env=env)
+    assert result.returncode == 1
+    assert result.stdout == b""
+    assert result.stderr.decode().strip() == (
+        "response-templates: error: input file <stdin> is not UTF-8 text: byte 0xff at offset 3 (invalid start byte)"
+    )
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["parse", "--template", "qwen3", "--early-arguments"], ["--early-arguments", "--openai"]),
+    (["parse", "--template", "qwen3", "--stream", "--early-arguments"], ["--early-arguments", "--openai"]),
+    (["parse", "--template", "qwen3", "--chunk-size", "4"], ["--chunk-size", "--stream"]),
+])
+def test_options_that_need_another_are_usage_errors(argv, words, capsys, monkeypatch):
+    code, out, err = run(argv, capsys, stdin=QWEN3_OUTPUT, monkeypatch=monkeypatch)
+    assert code == 2 and out == ""
+    assert_one_line_error(code, err, *words)
+
+
+CUT_IN_ARGUMENTS = '<think>\nok\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par'
+CUT_AFTER_ARGUMENTS = '<think>\nok\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}'
+
+
+@pytest.mark.parametrize("mode", [[], ["--stream"], ["--openai"]])
+def test_cut_off_output_hints_at_truncated(mode, capsys, monkeypatch):
+    code, _, err = run(["parse", "--template", "qwen3", *mode], capsys, stdin=CUT_IN_ARGUMENTS,
+                       monkeypatch=monkeypatch)
+    assert code == 1
+    assert_one_line_error(code, err, "pass --truncated")
+    # parses, but a complete-looking call is still open at the end: a note on stderr, the output unchanged
+    code, out, err = run(["parse", "--template", "qwen3", "--compact", *mode], capsys, stdin=CUT_AFTER_ARGUMENTS,
+                         monkeypatch=monkeypatch)
+    assert code == 0
+    assert err.strip() == (
+        "response-templates: note: the output ends inside an unfinished tool_calls region; if the generation was "
+        "cut off (max tokens), pass --truncated to drop the unfinished part"
+    )
+    if not mode:
+        assert json.loads(out)["tool_calls"][0]["function"]["arguments"] == {"city": "Paris"}
+    code, out, err = run(["parse", "--template", "qwen3", "--truncated", *mode], capsys, stdin=CUT_IN_ARGUMENTS,
+                         monkeypatch=monkeypatch)
+    assert code == 0 and err == ""
+    code, out, err = run(["parse", "--template", "qwen3", *mode], capsys, stdin=QWEN3_OUTPUT, monkeypatch=monkeypatch)
+    assert code == 0 and err == ""
+
+
+def test_push_endpoint_must_be_a_url(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["push", "--dry-run", "--endpoint", "notaurl"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--endpoint" in err and "not an http(s) URL: 'notaurl'" in err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from oracle import reference_module
 
 from response_templates import TransformError, parse_response
 
@@ -469,9 +470,7 @@ CALL_LIST_CORPUS = [
 
 @pytest.mark.parametrize("body", CALL_LIST_CORPUS)
 def test_python_call_list_matches_transformers(body):
-    reference = pytest.importorskip(
-        "transformers.utils.chat_parsing.content_parsers", reason="this transformers has no response parser (< 5.20)"
-    )
+    reference = reference_module("transformers.utils.chat_parsing.content_parsers")
 
     def outcome(parse):
         try:

@@ -8,6 +8,7 @@ import random
 from typing import Optional
 
 import pytest
+from oracle import reference_module
 
 from response_templates import ResponseParser, TemplateError, parse_response
 
@@ -251,9 +252,7 @@ def test_streaming_gives_the_one_shot_message_for_every_split(case):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_matches_transformers(case):
-    reference = pytest.importorskip(
-        "transformers.utils.chat_parsing", reason="transformers < 5.20 has no response parser"
-    )
+    reference = reference_module()
     template, prefix, output, expected = CASES[case]
     assert reference.parse_response(output, template, prefix=prefix) == expected
     theirs = reference.ResponseParser(template, prefix=prefix)
@@ -986,9 +985,7 @@ def test_tools_do_not_override_value_parser_by():
 
 
 def test_tools_match_transformers():
-    reference = pytest.importorskip(
-        "transformers.utils.chat_parsing", reason="transformers < 5.20 has no response parser"
-    )
+    reference = reference_module()
     for template, output in (
         (XML_CALLS, _xml_call(RAW_ARGUMENTS)),
         (QWEN_LIKE, '<tool_call>{"name": "f", "arguments": {"s": "42", "i": "3", "u": "7", "z": "null"}}</tool_call>'),

@@ -9,6 +9,7 @@ import json
 import random
 
 import pytest
+from oracle import reference_module
 
 from response_templates import ResponseParser, parse_response
 
@@ -271,9 +272,7 @@ def test_chat_control_tokens_lists_the_control_tokens(tmp_path, control_ids):
 
 
 def _reference_parser():
-    module = pytest.importorskip(
-        "transformers.utils.chat_parsing", reason="transformers < 5.20 has no response parser to compare with"
-    )
+    module = reference_module()
     import inspect
 
     if "tokenizer" not in inspect.signature(module.ResponseParser).parameters:

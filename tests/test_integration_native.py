@@ -22,6 +22,9 @@ if tuple(int(part) for part in transformers.__version__.split(".")[:2]) < (5, 20
         f"transformers {transformers.__version__} has no built-in response parser to compare with",
         allow_module_level=True,
     )
+from oracle import reference_module  # noqa: E402
+
+reference_module()  # 5.20-5.24's built-in parser differs from 5.25's (e.g. no token ids): compare on 5.25+ only
 
 NATIVE_PARSE = integration._ORIGINALS.get((PreTrainedTokenizerBase, "parse_response"))
 NATIVE_STREAM = integration._ORIGINALS.get((PreTrainedTokenizerBase, "get_response_parser"))

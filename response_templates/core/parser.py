@@ -39,11 +39,12 @@ PREFIX_REQUIRED = (
 class ResponseParser:
     """Streaming parser for one generated message.
 
-    parser = ResponseParser(template, prefix=prompt)
-    parser.initial_events          # events from the part of the message the prompt already wrote
-    events = parser.feed(chunk)    # for each chunk of generated text (or token ids, with tokenizer=)
-    message, events = parser.finalize()
+        parser = ResponseParser(template, prefix=prompt)
+        parser.initial_events          # events from the part of the message the prompt already wrote
+        events = parser.feed(chunk)    # for each chunk of generated text (or token ids, with tokenizer=)
+        message, events = parser.finalize()
 
+    `template` is a template dict, a compiled template, or the name of a library template ("qwen3").
     With `tools=` (JSON schemas or Python functions), tool-call arguments are typed by the tool's schema. With a
     fast `tokenizer=`, `feed` takes token ids (and `prefix` may be ids) and control tokens act as delimiters only
     when the model generated them as their own ids.
@@ -405,6 +406,7 @@ def parse_response(
 ) -> dict:
     """Parse one complete generation into a message dict.
 
+    `template` is a template dict, a compiled template, or the name of a library template ("qwen3").
     `prefix` is the prompt the model continued from (required; `""` opts out). `tools` types tool-call arguments
     by their schemas. With a fast `tokenizer`, `text` (and `prefix`) may be token ids. `truncated=True` says the
     output was cut off, so an unfinished tool call is dropped rather than parsed."""

@@ -463,12 +463,26 @@ _BY_CONTENT: dict[str, CompiledTemplate] = {}
 _CACHE_LIMIT = 256
 
 
-def load_template(spec: dict | CompiledTemplate) -> CompiledTemplate:
-    """Validate and compile a response template dict (or return an already compiled one).
+def _library_template(name: str) -> dict:
+    if name.lstrip().startswith("{"):
+        raise TemplateError("response_template is a str holding JSON; pass the dict (json.loads(text)), or a library name")
+    from ..library import get_template  # the package's own data; the core itself needs nothing else
+
+    try:
+        return get_template(name)
+    except KeyError as error:
+        raise TemplateError(f"a str response_template is a library template name: {error}") from None
+
+
+def load_template(spec: dict | str | CompiledTemplate) -> CompiledTemplate:
+    """Validate and compile a response template dict (or return an already compiled one). A str is the name of a
+    template of the shipped library (`get_template(name)`), such as "qwen3".
 
     Raises `TemplateError` (a `ValueError`) naming the field and key at fault."""
     if isinstance(spec, CompiledTemplate):
         return spec
+    if isinstance(spec, str):
+        spec = _library_template(spec)
     cached = _BY_ID.get(id(spec))
     if cached is not None and cached[0] == spec:
         return cached[1]

@@ -15,9 +15,16 @@ def tool_parameters(tools: list | None) -> dict[str, dict]:
     """Tool name -> its schema's `properties`, from JSON schemas (bare or wrapped in {"type": "function", ...})
     or Python functions with type hints and docstrings."""
     parameters: dict[str, dict] = {}
-    for tool in tools or []:
+    if tools is not None and not isinstance(tools, (list, tuple)):
+        raise TypeError(f"tools must be a list of tools (JSON schema dicts or Python functions), got {type(tools).__name__}")
+    for index, tool in enumerate(tools or []):
         if callable(tool) and not isinstance(tool, dict):
             tool = _schema_of_function(tool)
+        elif not isinstance(tool, dict):
+            raise TypeError(
+                f"tools[{index}] is {type(tool).__name__} {tool!r:.60}: each tool must be a JSON schema dict (bare or "
+                '{"type": "function", "function": {...}}) or a Python function'
+            )
         function = tool.get("function", tool) if isinstance(tool, dict) else None
         if isinstance(function, dict) and isinstance(function.get("name"), str):
             params = function.get("parameters")

@@ -14,6 +14,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -293,6 +294,10 @@ def _cases(reasoning: bool, tool_calls: bool, parallel: bool) -> list[tuple[str,
 
 @dataclass
 class CaseResult:
+    """One canonical case of a verification: its name and scenario, whether it passed (`ok`), what differed
+    (`diff`), why it was skipped (`skipped`), and what was rendered and parsed (`prompt`, `generation`,
+    `expected`, `parsed`, `tools`)."""
+
     name: str
     scenario: str
     ok: bool
@@ -315,17 +320,22 @@ class CaseResult:
 
 @dataclass
 class VerifyReport:
+    """What `verify` found: one `CaseResult` per canonical case, in order. `str(report)` is `report.summary()`."""
+
     cases: list[CaseResult]
 
     @property
     def ok(self) -> bool:
+        """Every case that ran passed, and at least one ran."""
         return all(case.ok for case in self.cases) and any(case.skipped is None for case in self.cases)
 
     @property
     def failures(self) -> list[CaseResult]:
+        """The cases that failed."""
         return [case for case in self.cases if not case.ok]
 
     def summary(self) -> str:
+        """`N/M cases ok, K skipped`, then a line (and the differences) per failed or skipped case."""
         ran = [case for case in self.cases if case.skipped is None]
         failed = self.failures
         lines = [f"{len(ran) - len(failed)}/{len(ran)} cases ok, {len(self.cases) - len(ran)} skipped"]
@@ -456,8 +466,15 @@ def verify(
 
     `template` is a response template (dict or compiled) or a whole library entry (a dict with
     "template", "supports" and optional "verify"), in which case `supports` and `options` default to
-    the entry's. `chat_template` is the Jinja source, or a pathlib.Path to a file holding it.
+    the entry's. `chat_template` is the Jinja source, or the path of a file holding it: a pathlib.Path, or a str
+    with no `{` and no line break (Jinja source always has a `{`), which must name an existing file.
+
+    Raises `TemplateError` for an invalid response template and ValueError for a chat template that does not
+    compile, once, before any case runs; what goes wrong in a case (rendering, parsing, a different message) is
+    reported in that case.
     """
+    from .core import load_template
+
     if isinstance(template, dict) and "template" in template and "fields" not in template:
         entry = template
         template = entry["template"]
@@ -466,9 +483,24 @@ def verify(
     options = dict(options or {})
     check_options(options)
     supports = supports or {"reasoning": False, "tool_calls": True, "parallel_tool_calls": True}
+    if isinstance(chat_template, str) and "{" not in chat_template and "\n" not in chat_template:
+        if not os.path.isfile(chat_template):
+            raise FileNotFoundError(
+                f"chat template {chat_template!r}: no such file (a str without '{{' is taken as a file path; "
+                "pass the Jinja source itself, or the path of an existing file)"
+            )
+        chat_template = Path(chat_template)
     if isinstance(chat_template, os.PathLike):
         with open(chat_template, "rb") as f:  # bytes: keep \r\n as the tokenizer would
             chat_template = f.read().decode("utf-8")
+    template = load_template(template)
+    try:
+        _compile(chat_template)
+    except Exception as error:  # jinja2's TemplateSyntaxError: every case would fail the same way
+        line = getattr(error, "lineno", None)
+        raise ValueError(
+            f"the chat template does not compile{f' (line {line})' if line else ''}: {type(error).__name__}: {error}"
+        ) from None
 
     base_kwargs = {"bos_token": options.get("bos_token", ""), "eos_token": options.get("eos_token", "")}
     base_kwargs.update(options.get("render_kwargs") or {})

@@ -1,0 +1,38 @@
+"""transformers' own response parser as the oracle of the differential tests, on the reference release only.
+
+Our parser matches transformers 5.25's (the reference). Releases 5.20 to 5.24 ship a parser whose results differ in
+places (they are older versions of it), so comparing with them would fail for reasons that are not ours:
+`pip install -e ".[test]"` resolves transformers 5.24 (5.25 declares a dependency PyPI lacks), and there the
+differential tests skip with this reason instead. CI runs them on 5.25 (`bash .ci/run`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+REFERENCE = (5, 25)
+
+
+def transformers_version() -> tuple[int, int] | None:
+    try:
+        import transformers
+    except ImportError:
+        return None
+    major, minor = transformers.__version__.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def reference_module(name: str = "transformers.utils.chat_parsing"):
+    """The transformers module `name` to compare with, or a skip (also usable at module level) saying why not."""
+    module = pytest.importorskip(name, reason="this transformers release has no response parser (< 5.20) to compare with")
+    version = transformers_version()
+    if version is not None and version < REFERENCE:
+        import transformers
+
+        pytest.skip(
+            f"transformers {transformers.__version__}'s response parser differs from {REFERENCE[0]}.{REFERENCE[1]}'s, "
+            f"the reference these tests compare with; run them with transformers>={REFERENCE[0]}.{REFERENCE[1]} "
+            "(`bash .ci/run` does)",
+            allow_module_level=True,
+        )
+    return module
