@@ -29,7 +29,8 @@ __all__ = [
 ]
 
 VERIFY_OPTION_KEYS = frozenset(
-    {"scenarios", "render_kwargs", "tools_always", "reasoning_in_content", "bos_token", "eos_token", "arguments", "cases", "skip_cases", "reasoning_synthesis"}
+    {"scenarios", "render_kwargs", "tools_always", "reasoning_in_content", "bos_token", "eos_token", "arguments", "cases", "skip_cases", "reasoning_synthesis",
+     "source_edits"}
 )
 _SCENARIO_KEYS = frozenset({"name", "render_kwargs", "reasoning"})
 
@@ -436,10 +437,34 @@ def check_options(options: dict) -> None:
             raise ValueError(f"verify options: '{key}' must be an object")
     if options.get("arguments", "dict") not in ("dict", "json_string"):
         raise ValueError("verify options: 'arguments' must be 'dict' or 'json_string'")
+    edits = options.get("source_edits", [])
+    if not isinstance(edits, list):
+        raise ValueError("verify options: 'source_edits' must be a list")
+    for i, edit in enumerate(edits):
+        if (not isinstance(edit, dict) or set(edit) != {"remove", "why"}
+                or not all(isinstance(edit[k], str) and edit[k] for k in ("remove", "why"))):
+            raise ValueError(f"verify options: source_edits[{i}] must be an object with non-empty strings 'remove' and 'why'")
     unknown_cases = set(options.get("cases") or []) | set(options.get("skip_cases") or {})
     unknown_cases -= set(CASE_NAMES)
     if unknown_cases:
         raise ValueError(f"verify options: unknown case names {sorted(unknown_cases)} (known: {list(CASE_NAMES)})")
+
+
+def apply_source_edits(source: str, edits: list) -> str:
+    """The chat template with each `remove` text cut out. Each must occur exactly once: an edit that no longer
+    applies (the file changed) is an error, not a silent no-op. Line endings are compared as LF."""
+    if not edits:
+        return source
+    source = source.replace("\r\n", "\n")
+    for i, edit in enumerate(edits):
+        count = source.count(edit["remove"])
+        if count != 1:
+            raise ValueError(
+                f"verify options: source_edits[{i}] ({edit['why'][:80]}): the text to remove occurs {count} times "
+                "in the chat template, expected exactly once"
+            )
+        source = source.replace(edit["remove"], "", 1)
+    return source
 
 
 def _for_template(message: dict, arguments: str, in_content: dict | None = None) -> dict:
@@ -493,6 +518,7 @@ def verify(
     if isinstance(chat_template, os.PathLike):
         with open(chat_template, "rb") as f:  # bytes: keep \r\n as the tokenizer would
             chat_template = f.read().decode("utf-8")
+    chat_template = apply_source_edits(chat_template, options.get("source_edits") or [])
     template = load_template(template)
     try:
         _compile(chat_template)

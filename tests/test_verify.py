@@ -230,3 +230,21 @@ def test_json_string_arguments_option():
     assert not verify(template, chat_template, supports=supports).ok
     report = verify(template, chat_template, options={"arguments": "json_string"}, supports=supports)
     assert report.ok, report.summary()
+
+
+def test_source_edits_cut_out_parts_jinja2_cannot_run():
+    chat = MINI_CHATML + "{%- set broken = messages[0].nope.deeper %}"
+    assert not verify(library.get_template("qwen3"), chat, supports=ALL).ok  # the stray line breaks every render
+    edit = {"remove": "{%- set broken = messages[0].nope.deeper %}", "why": "a llama.cpp-only line"}
+    assert verify(library.get_template("qwen3"), chat, supports=ALL, options={"source_edits": [edit]}).ok
+
+
+@pytest.mark.parametrize("edits, message", [
+    ([{"remove": "not in the file", "why": "x"}], "occurs 0 times"),
+    ([{"remove": "{{", "why": "x"}], "occurs"),
+    ([{"remove": "a"}], "source_edits\\[0\\]"),
+    ("nope", "must be a list"),
+])
+def test_source_edits_that_do_not_apply_are_errors(edits, message):
+    with pytest.raises(ValueError, match=message):
+        verify(library.get_template("qwen3"), MINI_CHATML, options={"source_edits": edits})
