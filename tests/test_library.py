@@ -154,6 +154,8 @@ class FakeTokenizer:
         ("openai/gpt-oss-20b", "gpt-oss"),
         ("zai-org/GLM-4.5-Air", "glm"),
         ("google/gemma-3-1b-it", "gemma-3"),
+        ("ibm-granite/granite-3.3-8b-instruct", "granite-3"),
+        ("ibm-granite/granite-3.2-8b-instruct", "granite-3"),
     ],
 )
 def test_exact_hub_ids(model, name):
