@@ -156,6 +156,8 @@ class FakeTokenizer:
         ("google/gemma-3-1b-it", "gemma-3"),
         ("ibm-granite/granite-3.3-8b-instruct", "granite-3"),
         ("ibm-granite/granite-3.2-8b-instruct", "granite-3"),
+        ("MiniMaxAI/MiniMax-M2.5", "minimax_m2"),
+        ("zai-org/GLM-5", "glm"),
     ],
 )
 def test_exact_hub_ids(model, name):
