@@ -158,6 +158,8 @@ class FakeTokenizer:
         ("ibm-granite/granite-3.2-8b-instruct", "granite-3"),
         ("MiniMaxAI/MiniMax-M2.5", "minimax_m2"),
         ("zai-org/GLM-5", "glm"),
+        ("deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek_v3.1"),
+        ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v3.1"),
     ],
 )
 def test_exact_hub_ids(model, name):
