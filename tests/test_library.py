@@ -160,6 +160,7 @@ class FakeTokenizer:
         ("zai-org/GLM-5", "glm"),
         ("deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek_v3.1"),
         ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v3.1"),
+        ("mistralai/Ministral-3-8B-Reasoning-2512", "mistral"),
     ],
 )
 def test_exact_hub_ids(model, name):
