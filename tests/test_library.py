@@ -161,6 +161,7 @@ class FakeTokenizer:
         ("deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek_v3.1"),
         ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v3.1"),
         ("mistralai/Ministral-3-8B-Reasoning-2512", "mistral"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "deepseek_r1"),
     ],
 )
 def test_exact_hub_ids(model, name):
