@@ -162,6 +162,8 @@ class FakeTokenizer:
         ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v3.1"),
         ("mistralai/Ministral-3-8B-Reasoning-2512", "mistral"),
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "deepseek_r1"),
+        ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mistral_v3"),
+        ("mistralai/Ministral-8B-Instruct-2410", "mistral_v3"),
     ],
 )
 def test_exact_hub_ids(model, name):
