@@ -164,6 +164,7 @@ class FakeTokenizer:
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "deepseek_r1"),
         ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mistral_v3"),
         ("mistralai/Ministral-8B-Instruct-2410", "mistral_v3"),
+        ("ai-sage/GigaChat3.5-432B-A28B", "gigachat3.5"),
     ],
 )
 def test_exact_hub_ids(model, name):
