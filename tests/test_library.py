@@ -154,6 +154,17 @@ class FakeTokenizer:
         ("openai/gpt-oss-20b", "gpt-oss"),
         ("zai-org/GLM-4.5-Air", "glm"),
         ("google/gemma-3-1b-it", "gemma-3"),
+        ("ibm-granite/granite-3.3-8b-instruct", "granite-3"),
+        ("ibm-granite/granite-3.2-8b-instruct", "granite-3"),
+        ("MiniMaxAI/MiniMax-M2.5", "minimax_m2"),
+        ("zai-org/GLM-5", "glm"),
+        ("deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek_v3.1"),
+        ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v3.1"),
+        ("mistralai/Ministral-3-8B-Reasoning-2512", "mistral"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "deepseek_r1"),
+        ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mistral_v3"),
+        ("mistralai/Ministral-8B-Instruct-2410", "mistral_v3"),
+        ("ai-sage/GigaChat3.5-432B-A28B", "gigachat3.5"),
     ],
 )
 def test_exact_hub_ids(model, name):
