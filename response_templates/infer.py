@@ -1,0 +1,846 @@
+"""Infer a response template from a chat template.
+
+A chat template already knows how its model writes a message: give it an assistant turn and it writes
+the reasoning, the content and the tool calls with the model's own markers. We render probe turns whose
+values are easy to find again (a content marker, a reasoning marker, calls with known names and
+arguments), and read the markup around those values: the assistant header the prompt ends with (the
+start anchor), what follows the content (end of turn), what surrounds the reasoning, and the envelope
+and argument syntax of tool calls. This differential reading follows the idea of llama.cpp's
+"autoparser"; the result here is a portable, declarative response template.
+
+The pieces are assembled into a version-1 template that follows the library's rules (whitespace that
+belongs to markup sits inside the delimiters, a call closes only after a complete value, text around
+calls is kept, a generation cut inside a marker leaves no marker text behind), and the result is run
+through `verify`. Whatever could not be decided is reported with its reason; a template that does not
+pass verification is never returned.
+
+    result = infer_template(chat_template_source)
+    result.template        # the response template dict, or None
+    result.reasons         # why it gave up, or what it could not decide
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .verify import _TOOLS, render_chat_template, verify
+
+__all__ = ["InferenceError", "InferredTemplate", "infer_for_tokenizer", "infer_template", "load_chat_template"]
+
+# Probe values: distinctive, so each is found exactly once in a rendering.
+_USER = "USER_PROBE_TEXT"
+_CONTENT = "CONTENT_PROBE_TEXT"
+_REASONING = "REASONING_PROBE_TEXT"
+_CALL_A = ("get_weather", {"city": "Paris", "days": 3})
+_CALL_B = ("search_web", {"query": "bakeries", "max_results": 5})
+_CALL_IDS = ("call00001", "call00002")  # 9 characters, alphanumeric (Mistral templates insist)
+
+
+class InferenceError(Exception):
+    """Inference gave up; the message says why."""
+
+
+@dataclass
+class InferredTemplate:
+    """What `infer_template` found.
+
+    `template` is a verified version-1 response template, or None when inference gave up (then `reasons`
+    says why). `confidence` is in [0, 1]: the share of canonical verify cases that ran and passed, lowered
+    when cases could not be rendered. `verified` is the verify summary, `reasons` the undecided points or
+    why it gave up, `markers` the pieces found in the renderings, `options` the verify options used.
+    """
+
+    template: dict | None
+    confidence: float
+    verified: str
+    reasons: list[str] = field(default_factory=list)
+    markers: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    supports: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.template is not None
+
+    def to_dict(self) -> dict:
+        return {
+            "template": self.template,
+            "confidence": self.confidence,
+            "verified": self.verified,
+            "reasons": self.reasons,
+            "markers": self.markers,
+            "supports": self.supports,
+            "verify_options": self.options,
+        }
+
+    def report(self) -> str:
+        head = "inferred" if self.ok else "cannot infer"
+        lines = [f"{head} (confidence {self.confidence:.2f})"]
+        lines += [f"  {key}: {value!r}" for key, value in self.markers.items()]
+        if self.verified:
+            lines.append("verify: " + self.verified.replace("\n", "\n  "))
+        lines += [f"- {reason}" for reason in self.reasons]
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering probes.
+
+
+def _call(name: str, arguments: dict, call_id: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _common_suffix_len(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(reversed(a), reversed(b)):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class _Renderer:
+    """Renders one assistant turn after a history and returns (prompt, generation)."""
+
+    def __init__(self, chat_template: str, kwargs: dict):
+        self.source = chat_template
+        self.kwargs = kwargs
+        self.tools_always = False
+        self.arguments = "dict"
+
+    def _message(self, message: dict) -> dict:
+        message = copy.deepcopy(message)
+        if self.arguments == "json_string":
+            for call in message.get("tool_calls") or []:
+                call["function"]["arguments"] = json.dumps(call["function"]["arguments"], ensure_ascii=False)
+        return message
+
+    def render(self, messages: list[dict], tools: bool, generation_prompt: bool) -> str:
+        return render_chat_template(
+            self.source,
+            [self._message(m) for m in messages],
+            tools=_TOOLS if tools or self.tools_always else None,
+            add_generation_prompt=generation_prompt,
+            **self.kwargs,
+        )
+
+    def turn(self, history: list[dict], message: dict, tools: bool = False) -> tuple[str, str]:
+        prompt = self.render(history, tools, True)
+        full = self.render(history + [message], tools, False)
+        if not full.startswith(prompt):
+            raise InferenceError(
+                "the prompt (history + generation prompt) is not a prefix of the rendered assistant turn: the chat "
+                f"template rewrites the last turn (prompt ends {prompt[-60:]!r}, rendering continues "
+                f"{full[_common_prefix_len(prompt, full):][:60]!r})"
+            )
+        return prompt, full[len(prompt):]
+
+    def generation_prompt(self, history: list[dict], tools: bool = False) -> str:
+        """What add_generation_prompt adds after the history (empty for templates without one)."""
+        with_prompt = self.render(history, tools, True)
+        without = self.render(history, tools, False)
+        return with_prompt[_common_prefix_len(with_prompt, without):]
+
+
+def _user(text: str = _USER) -> dict:
+    return {"role": "user", "content": text}
+
+
+def _tool_history() -> list[dict]:
+    """A history ending with a tool result (for the anchor after a tool turn)."""
+    return [
+        _user(),
+        {"role": "assistant", "content": "", "tool_calls": [_call("get_weather", {"city": "Oslo"}, "call00009")]},
+        {"role": "tool", "tool_call_id": "call00009", "name": "get_weather", "content": "TOOL_RESULT_PROBE"},
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Small string helpers for building patterns.
+
+# Special-token-like markup: <|x|>, <x>, </x>, [X], <｜x｜>.
+_TOKEN = re.compile(r"<\|[^<>]*?\|>|<｜[^<>]*?｜>|</?[A-Za-z_][^<>\s]*(?:\s[^<>]*)?>|\[/?[A-Z_]+\]")
+
+
+def _esc(text: str) -> str:
+    """A regex for literal markup where any run of whitespace may vary (models are loose with it)."""
+    parts = re.split(r"(\s+)", text)
+    return "".join(r"\s*" if part.isspace() else re.escape(part) for part in parts if part)
+
+
+def _first_token(text: str) -> str:
+    """The first special-token-like marker of `text` (the end-of-turn marker), else its first line."""
+    stripped = text.strip()
+    match = _TOKEN.match(stripped)
+    if match:
+        return match.group(0)
+    return stripped.split("\n")[0].strip()
+
+
+def _alternation(items: list[str]) -> str:
+    items = sorted({i for i in items if i}, key=len, reverse=True)
+    return "(?:" + "|".join(re.escape(i) for i in items) + ")"
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding the pieces.
+
+
+@dataclass
+class _Turn:
+    anchor: str = ""  # literal start anchor
+    anchors: list = field(default_factory=list)  # all anchors seen (after a user turn, after a tool turn)
+    prefill: str = ""  # what the generation prompt writes after the anchor (e.g. "<think>\n")
+    before_content: str = ""  # what the turn writes before plain content (e.g. an empty think block)
+    end: str = ""  # end-of-turn marker
+
+
+@dataclass
+class _Reasoning:
+    open: str = ""
+    close: str = ""
+    prefilled: bool = False  # the generation prompt opens the reasoning block
+
+
+@dataclass
+class _Calls:
+    kind: str = ""  # json_object | json_array | name_json | xml | python
+    open: str = ""  # regex opening one call (may capture the name)
+    close: str = ""  # regex closing one call
+    partial_open: str = ""  # regex for a call opener cut off at the end of the generation
+    content_args: dict | None = None
+    transform: dict | None = None
+    transform_each: bool = False
+    content: str = "json"
+    repeats: bool = True
+    literal: dict = field(default_factory=dict)  # the literal markers found, for the report
+
+
+def _find_turn(r: _Renderer, reasons: list[str]) -> _Turn:
+    turn = _Turn()
+    prompt, generation = r.turn([_user()], {"role": "assistant", "content": _CONTENT})
+    if _CONTENT not in generation:
+        raise InferenceError("the chat template does not write the assistant's content into the rendered turn")
+    at = generation.index(_CONTENT)
+    turn.before_content = generation[:at]
+    turn.end = _first_token(generation[at + len(_CONTENT):])
+    anchors = []
+    for history in ([_user()], _tool_history()):
+        try:
+            gp = r.generation_prompt(history, tools=history is not None)
+            prompt = r.render(history, True, True)
+        except Exception:
+            continue
+        if not gp.strip():
+            # No generation prompt: the assistant simply follows the last turn's closing markup.
+            last = _USER if history[-1]["role"] == "user" else "TOOL_RESULT_PROBE"
+            if last not in prompt:
+                continue
+            gp = prompt[prompt.rindex(last) + len(last):]
+        anchors.append(gp)
+    if not anchors:
+        raise InferenceError("could not find where the assistant turn starts (no generation prompt, no turn markup)")
+    turn.anchor = anchors[0]
+    turn.anchors = anchors
+    return turn
+
+
+def _split_prefill(turn: _Turn, reasoning: _Reasoning | None) -> None:
+    """Move a reasoning opener (or an empty reasoning block) at the end of the anchors out of the anchor.
+
+    The anchor marks where the assistant turn starts; a prefilled `<think>` after it must stay in the
+    prefix the parser reads, so that the parser knows reasoning is open.
+    """
+    if reasoning is None or not reasoning.open.strip():
+        return
+    token = reasoning.open.strip()
+    cut = []
+    for anchor in turn.anchors:
+        position = anchor.rfind(token)
+        if position > 0 and anchor[:position].strip():
+            cut.append((anchor[:position], anchor[position:]))
+        else:
+            cut.append((anchor, ""))
+    turn.anchors = [a for a, _ in cut]
+    turn.anchor = cut[0][0]
+    turn.prefill = cut[0][1]
+    if turn.prefill and reasoning.close.strip() not in turn.prefill:
+        reasoning.prefilled = True
+
+
+def _find_reasoning(r: _Renderer, turn: _Turn, reasons: list[str]) -> _Reasoning | None:
+    message = {"role": "assistant", "content": _CONTENT, "reasoning_content": _REASONING}
+    try:
+        prompt, generation = r.turn([_user()], message)
+    except InferenceError as error:
+        reasons.append(f"reasoning: not decided, {error}")
+        return None
+    if _REASONING not in generation or _CONTENT not in generation:
+        return None
+    at, content_at = generation.index(_REASONING), generation.index(_CONTENT)
+    if content_at < at:
+        reasons.append("reasoning: the chat template writes reasoning after the content; not supported")
+        return None
+    opener = generation[:at]
+    if not opener.strip():
+        # Opened by the generation prompt.
+        opener = _tail_token(prompt)
+    closer = generation[at + len(_REASONING):content_at]
+    if not opener.strip() or not closer.strip():
+        reasons.append(f"reasoning: no markers around it (open {opener!r}, close {closer!r})")
+        return None
+    return _Reasoning(open=opener.strip(), close=closer.strip())
+
+
+def _tail_token(text: str) -> str:
+    tokens = list(_TOKEN.finditer(text))
+    if tokens and not text[tokens[-1].end():].strip():
+        return tokens[-1].group(0)
+    return ""
+
+
+def _call_generation(r: _Renderer, turn: _Turn, calls: list[tuple], content: str = "") -> str:
+    """The rendered calls alone: the generation without the turn's lead-in and end-of-turn markup."""
+    message = {"role": "assistant", "content": content,
+               "tool_calls": [_call(n, a, i) for (n, a), i in zip(calls, _CALL_IDS)]}
+    _, generation = r.turn([_user()], message, tools=True)
+    if turn.before_content and generation.startswith(turn.before_content):
+        generation = generation[len(turn.before_content):]
+    if turn.end and turn.end in generation:
+        generation = generation[: generation.rindex(turn.end)]
+    return generation
+
+
+def _choose_arguments_mode(r: _Renderer) -> None:
+    """Give arguments as dicts unless the chat template only renders JSON strings well."""
+    for mode in ("dict", "json_string"):
+        r.arguments = mode
+        try:
+            message = {"role": "assistant", "content": "", "tool_calls": [_call(*_CALL_A, _CALL_IDS[0])]}
+            _, generation = r.turn([_user()], message, tools=True)
+        except Exception:
+            continue
+        # A Python repr of the dict ({'city': ...}) or a JSON string written character by character is
+        # not what the model writes; try the other mode.
+        if "'city'" in generation or '"{' in generation.replace(" ", "") or '"c", "i"' in generation:
+            continue
+        if "Paris" in generation and _CALL_A[0] in generation:
+            return
+    raise InferenceError("the chat template does not render a tool call (with dict or JSON-string arguments)")
+
+
+# --- tool-call syntax -------------------------------------------------------------------------
+
+
+def _json_values(text: str):
+    """(start, end, value) of every JSON object or array that starts somewhere in `text`."""
+    decoder = json.JSONDecoder()
+    for i, ch in enumerate(text):
+        if ch in "{[":
+            try:
+                value, end = decoder.raw_decode(text, i)
+            except ValueError:
+                continue
+            yield i, end, value
+
+
+def _call_object_keys(value: Any, name: str, arguments: dict) -> tuple[str, str] | None:
+    """(name key, arguments key) if `value` is one call written as a JSON object."""
+    if not isinstance(value, dict):
+        return None
+    name_key = next((k for k, v in value.items() if v == name), None)
+    args_key = next((k for k, v in value.items() if v == arguments), None)
+    if name_key and args_key:
+        return name_key, args_key
+    return None
+
+
+def _infer_calls(r: _Renderer, turn: _Turn, reasons: list[str]) -> _Calls | None:
+    one = _call_generation(r, turn, [_CALL_A])
+    try:
+        two = _call_generation(r, turn, [_CALL_A, _CALL_B])
+        if _CALL_B[0] not in two:
+            raise InferenceError("the second call is not rendered")
+    except Exception as error:
+        reasons.append(f"parallel calls: not rendered by the chat template ({error})")
+        two = None
+    name, arguments = _CALL_A
+    # 1. A JSON object or array holding name and arguments together.
+    for start, end, value in _json_values(one):
+        keys = _call_object_keys(value, name, arguments)
+        if keys:
+            return _json_object_calls(one, two, start, end, keys, reasons)
+        if isinstance(value, list) and value and _call_object_keys(value[0], name, arguments):
+            return _json_array_calls(one, start, end, _call_object_keys(value[0], name, arguments))
+    # 2. The name in the call's header, JSON arguments after it.
+    for start, end, value in _json_values(one):
+        if value == arguments and name in one[:start]:
+            return _name_json_calls(one, two, start, end, reasons)
+    # 3. A Python call list.
+    match = re.search(r"\[\s*" + re.escape(name) + r"\(", one)
+    if match:
+        return _python_calls(one, match.start())
+    # 4. XML-style parameters: the keys and values appear as text.
+    if name in one and all(k in one for k in arguments) and "Paris" in one:
+        return _xml_calls(r, turn, one, two, reasons)
+    reasons.append(f"tool calls: argument syntax not recognised in {one!r}")
+    return None
+
+
+def _envelope(one: str, start: int, end: int, two: str | None, second: tuple[int, int] | None):
+    """Split the text around one call into (block open, call open, call close, block close).
+
+    With a parallel rendering, what sits between the two calls is `call close + separator + call open`;
+    what repeats per call is the call envelope, the rest belongs to the block.
+    """
+    before, after = one[:start], one[end:]
+    if two is None or second is None:
+        return "", before, after, ""
+    mid = two[second[0]:second[1]]
+    call_open_len = _common_suffix_len(before, mid)
+    call_close_len = _common_prefix_len(after, mid)
+    if call_open_len + call_close_len > len(mid):
+        call_close_len = max(0, len(mid) - call_open_len)
+    call_open = before[len(before) - call_open_len:]
+    call_close = after[:call_close_len]
+    return before[: len(before) - call_open_len], call_open, call_close, after[call_close_len:]
+
+
+def _between_calls(two: str, first_end_marker: str, second_start_marker: str) -> tuple[int, int] | None:
+    i = two.find(first_end_marker)
+    j = two.find(second_start_marker, i + 1)
+    if i < 0 or j < 0:
+        return None
+    return i + len(first_end_marker), j
+
+
+def _optional(text: str) -> str:
+    return f"(?:{_esc(text.strip())}\\s*)?" if text.strip() else ""
+
+
+def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
+    name_key, args_key = keys
+    second = None
+    if two is not None:
+        spans = [(s, e) for s, e, v in _json_values(two) if _call_object_keys(v, _CALL_A[0], _CALL_A[1])
+                 or _call_object_keys(v, _CALL_B[0], _CALL_B[1])]
+        if len(spans) >= 2:
+            second = (spans[0][1], spans[1][0])
+    block_open, call_open, call_close, block_close = _envelope(one, start, end, two, second)
+    calls = _Calls(kind="json_object")
+    head = _optional(block_open) + _esc(call_open.strip())
+    lead = r"\{\s*" + re.escape(json.dumps(name_key)) + r"\s*:" if not call_open.strip() else ""
+    calls.open = r"\s*" + head + r"\s*(?:```(?:json)?\s*)?(?=\{" + lead[3:] + ")" if call_open.strip() else r"\s*(?=" + lead + ")"
+    guard = r"(?<=\})"
+    closing = _esc(call_close.strip())
+    if closing:
+        calls.close = guard + r"\s*(?:```\s*)?" + closing + r"\s*" + _optional(block_close)
+    else:
+        calls.close = guard + r"\s*" + _optional(block_close)
+    if call_open.strip():
+        calls.partial_open = _optional(block_open) + _esc(call_open.strip()) + r"\s*(?:```(?:json)?\s*)?"
+    calls.transform = {"type": "function", "function": "{content}"} if keys == ("name", "arguments") else {
+        "type": "function", "function": {"name": "{content.%s}" % name_key, "arguments": "{content.%s}" % args_key}}
+    calls.literal = {"block_open": block_open, "call_open": call_open, "call_close": call_close,
+                     "block_close": block_close, "arguments": f"JSON object with keys {name_key!r}/{args_key!r}"}
+    return calls
+
+
+def _json_array_calls(one, start, end, keys) -> _Calls:
+    name_key, args_key = keys
+    before, after = one[:start], one[end:]
+    calls = _Calls(kind="json_array", content="json", repeats=False, transform_each=True)
+    calls.open = r"\s*" + _esc(before.strip()) + r"\s*(?=\[)" if before.strip() else r"\s*(?=\[\s*\{)"
+    calls.close = r"(?<=\])\s*" + _esc(after.strip()) + r"\s*" if after.strip() else r"(?<=\])\s*"
+    if before.strip():
+        calls.partial_open = _esc(before.strip()) + r"\s*"
+    calls.transform = {"type": "function", "function": {"name": "{%s}" % name_key, "arguments": "{%s}" % args_key}}
+    calls.literal = {"block_open": before, "block_close": after,
+                     "arguments": f"JSON array of objects with keys {name_key!r}/{args_key!r}"}
+    return calls
+
+
+def _generalise(text: str) -> str:
+    """A regex for a call header: indices and call ids vary from call to call."""
+    pattern = _esc(text)
+    for call_id in _CALL_IDS:
+        pattern = pattern.replace(re.escape(call_id), r"[^\s<>]*")
+    return re.sub(r"(?<!\\)\d+", r"\\d+", pattern)
+
+
+def _name_json_calls(one, two, start, end, reasons) -> _Calls:
+    name = _CALL_A[0]
+    before, after = one[:start], one[end:]
+    at = before.rindex(name)
+    head, tail = before[:at], before[at + len(name):]
+    second = None
+    if two is not None and _CALL_B[0] in two:
+        values = [(s, e) for s, e, v in _json_values(two) if v in (_CALL_A[1], _CALL_B[1])]
+        b = two.index(_CALL_B[0])
+        if values:
+            second = (values[0][1], b)
+    if second is not None:
+        mid = two[second[0]:second[1]]
+        call_head_len = _common_suffix_len(head, mid)
+        call_close_len = min(_common_prefix_len(after, mid), len(mid) - call_head_len)
+        block_open, call_head = head[: len(head) - call_head_len], head[len(head) - call_head_len:]
+        call_close, block_close = after[:call_close_len], after[call_close_len:]
+    else:
+        block_open, call_head, call_close, block_close = "", head, after, ""
+    if not call_head.strip() and not block_open.strip():
+        raise InferenceError("tool calls: a name followed by JSON arguments with no marker before it")
+    calls = _Calls(kind="name_json")
+    calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>[^\s<>\"'{}]+?)"
+                  + _generalise(tail) + r"(?=\s*[\[{])")
+    guard = r"(?<=[}\]])"
+    calls.close = guard + r"\s*" + _generalise(call_close.strip()) + r"\s*" + _optional(block_close)
+    calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\[{]*"
+    calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
+    calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": tail, "call_close": call_close,
+                     "block_close": block_close, "arguments": "JSON object after the name"}
+    return calls
+
+
+def _python_calls(one, start) -> _Calls:
+    end = one.rindex("]") + 1
+    before, after = one[:start], one[end:]
+    calls = _Calls(kind="python", content="python-call-list", repeats=False, transform_each=True)
+    lead = r"(?=\[\s*[A-Za-z_][A-Za-z0-9_.-]*\s*\()"
+    calls.open = r"\s*" + (_esc(before.strip()) + r"\s*" if before.strip() else "") + lead
+    calls.close = r"(?<=\)\s*\])\s*" + (_esc(after.strip()) + r"\s*" if after.strip() else "")
+    if before.strip():
+        calls.partial_open = _esc(before.strip()) + r"\s*"
+    calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}
+    calls.literal = {"block_open": before, "block_close": after, "arguments": "Python call list"}
+    return calls
+
+
+def _xml_calls(r, turn, one, two, reasons) -> _Calls:
+    """Parameters as markup around each key and value, e.g. <parameter=city>Paris</parameter>."""
+    name, arguments = _CALL_A
+    at = one.index(name)
+    keys = list(arguments)
+    k1 = one.index(keys[0], at + len(name))
+    v1 = one.index(str(arguments[keys[0]]), k1 + len(keys[0]))
+    k2 = one.index(keys[1], v1)
+    v2 = one.index(str(arguments[keys[1]]), k2 + len(keys[1]))
+    t0 = one[at + len(name):k1]  # header tail + key prefix
+    t1 = one[v1 + len(str(arguments[keys[0]])):k2]  # value suffix + separator + key prefix
+    t2 = one[v2 + len(str(arguments[keys[1]])):]  # value suffix + call close
+    infix1 = one[k1 + len(keys[0]):v1]
+    infix2 = one[k2 + len(keys[1]):v2]
+    key_prefix = _cut_after_token(t1[len(t1) - _common_suffix_len(t0, t1):], leading=True)
+    value_suffix = _cut_to_token(t1[:_common_prefix_len(t1, t2)])
+    if not key_prefix.strip() or not value_suffix.strip():
+        raise InferenceError(f"tool calls: parameter markup not found around keys and values in {one!r}")
+    header_tail = t0[: t0.rindex(key_prefix.strip())]
+    call_close_all = t2[t2.index(value_suffix.strip()) + len(value_suffix.strip()):]
+    head = one[:at]
+    infix = _infix_pattern(infix1, infix2)
+    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + r"(?P<value>.*?)\s*"
+           + _esc(value_suffix.strip()) + r"(?=\s*(?:" + _esc(key_prefix.strip()) + r"|\Z))")
+    # Split the head and the close into what each call repeats and what wraps them all.
+    block_open, call_head, call_close, block_close = "", head, call_close_all, ""
+    if two is not None and _CALL_B[0] in two:
+        b = two.index(_CALL_B[0])
+        last_value = two.rfind(value_suffix.strip(), 0, b)
+        if last_value >= 0:
+            mid = two[last_value + len(value_suffix.strip()):b]
+            n = _common_suffix_len(head, mid)
+            block_open, call_head = head[: len(head) - n], head[len(head) - n:]
+            m = min(_common_prefix_len(call_close_all, mid), len(mid) - n)
+            call_close, block_close = call_close_all[:m], call_close_all[m:]
+    if not call_head.strip() and not block_open.strip():
+        raise InferenceError("tool calls: no marker before the call's name")
+    calls = _Calls(kind="xml", content="xml-inline")
+    name_stop = re.escape(header_tail.strip()[:1]) if header_tail.strip() else r"\s"
+    calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>[^\s<>\"'"
+                  + (name_stop if name_stop != r"\s" else "") + r"]+)" + _esc(header_tail.rstrip()) )
+    ending = _esc(call_close.strip())
+    # A call ends at its closing markup right after a complete parameter (or after the header when it has
+    # none), so the same markup written inside a value does not end it.
+    calls.close = (r"\s*" + ending + r"\s*" + _optional(block_close)) if ending else r"\s*" + _optional(block_close)
+    calls.close = "(?:(?<=" + re.escape(value_suffix.strip()[-1]) + r")|(?<=" + re.escape((header_tail.strip() or call_head.strip())[-1:]) + "))" + calls.close
+    calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\n]*"
+    calls.content_args = {"tag_pattern": tag, "value_parser": {"name": "json", "args": {"allow_non_json": True}}}
+    calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
+    calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": header_tail,
+                     "parameter_open": key_prefix, "key_value_separator": infix1, "parameter_close": value_suffix,
+                     "call_close": call_close, "block_close": block_close, "arguments": "XML-style parameters"}
+    return calls
+
+
+def _infix_pattern(a: str, b: str) -> str:
+    if a == b:
+        return _esc(a)
+    p = _common_prefix_len(a, b)
+    s = min(_common_suffix_len(a, b), min(len(a), len(b)) - p)
+    return _esc(a[:p]) + "[^<>]*?" + _esc(a[len(a) - s:])
+
+
+def _cut_to_token(text: str) -> str:
+    """Trim a common prefix back to the end of its last complete marker ('</x>\\n<' -> '</x>')."""
+    stripped = text.rstrip()
+    ends = [m.end() for m in _TOKEN.finditer(stripped)]
+    return stripped[: ends[-1]] if ends and ends[-1] < len(stripped) else stripped
+
+
+def _cut_after_token(text: str, leading: bool) -> str:
+    """Trim a common suffix forward to the start of its first complete marker ('>\\n<parameter=' -> '<parameter=')."""
+    stripped = text.lstrip()
+    starts = [m.start() for m in re.finditer(r"[<\[｜]", stripped)]
+    if starts and starts[0] > 0:
+        return stripped[starts[0]:]
+    return stripped
+
+
+# ---------------------------------------------------------------------------------------------
+# Assembling the template.
+
+
+def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> dict:
+    template: dict = {"version": 1, "defaults": {"role": "assistant"}}
+    anchors = [a for a in dict.fromkeys(turn.anchors) if a.strip()]
+    if len(anchors) == 1:
+        template["start_anchor"] = anchors[0]
+    else:
+        template["start_anchor_pattern"] = _alternation(anchors)[3:-1]
+    fields: dict = {}
+    ends = [turn.end] if turn.end else []
+    if reasoning is not None:
+        fields["reasoning_content"] = {
+            "open_pattern": r"\s*" + re.escape(reasoning.open) + r"\s*",
+            "close_pattern": r"\s*" + re.escape(reasoning.close) + r"\s*",
+        }
+    if calls is not None:
+        field_ = {"open_pattern": calls.open, "close_pattern": calls.close}
+        if ends:
+            # A call the model did not close before ending its turn still ends there.
+            field_["close_pattern"] = calls.close + r"|\s*(?:" + "|".join(re.escape(e) for e in ends) + ").*"
+        if calls.repeats:
+            field_["repeats"] = True
+        field_["content"] = calls.content
+        if calls.content_args:
+            field_["content_args"] = calls.content_args
+        if calls.transform_each:
+            field_["transform_each"] = True
+        field_["transform"] = calls.transform
+        fields["tool_calls"] = field_
+    content: dict = {}
+    closes = []
+    if ends:
+        closes.append(r"\s*(?:" + "|".join(re.escape(e) for e in ends) + ").*")
+    if calls is not None and calls.partial_open:
+        # An opener cut off by the end of the generation is markup, not content.
+        closes.append(r"\s*" + calls.partial_open + r"\Z")
+    if closes:
+        content["close_pattern"] = "|".join(closes)
+    content.update({"content": "text", "repeats": True, "join": "\n\n"})
+    fields["content"] = content
+    template["fields"] = fields
+    return template
+
+
+# ---------------------------------------------------------------------------------------------
+# The entry point.
+
+
+def load_chat_template(path: str | os.PathLike) -> tuple[str, dict]:
+    """Read a chat template from a .jinja file, a tokenizer_config.json, or a model directory holding either.
+
+    Returns (source, tokenizer settings: bos_token / eos_token when the config gives them).
+    """
+    path = os.fspath(path)
+    settings: dict = {}
+    if os.path.isdir(path):
+        config = os.path.join(path, "tokenizer_config.json")
+        if os.path.isfile(config):
+            settings = _token_settings(_read_json(config))
+        jinja = os.path.join(path, "chat_template.jinja")
+        if os.path.isfile(jinja):
+            return _read_text(jinja), settings
+        if os.path.isfile(config):
+            return _template_from_config(_read_json(config), config), settings
+        raise InferenceError(f"{path}: no chat_template.jinja or tokenizer_config.json in this directory")
+    if not os.path.isfile(path):
+        raise InferenceError(f"{path}: no such file or directory")
+    if path.endswith(".json"):
+        config = _read_json(path)
+        return _template_from_config(config, path), _token_settings(config)
+    return _read_text(path), settings
+
+
+def _read_text(path: str) -> str:
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8").replace("\r\n", "\n")
+
+
+def _read_json(path: str) -> dict:
+    try:
+        data = json.loads(_read_text(path))
+    except ValueError as error:
+        raise InferenceError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise InferenceError(f"{path}: expected a JSON object")
+    return data
+
+
+def _template_from_config(config: dict, where: str) -> str:
+    template = config.get("chat_template")
+    if isinstance(template, list):  # named templates: prefer the tool-use one
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("tool_use") or named.get("default")
+    if not isinstance(template, str) or not template:
+        raise InferenceError(f"{where}: no 'chat_template' string in this tokenizer config")
+    return template
+
+
+def _token_settings(config: dict) -> dict:
+    out = {}
+    for key in ("bos_token", "eos_token"):
+        value = config.get(key)
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            out[key] = value
+    return out
+
+
+def infer_template(chat_template: str, *, tokenizer: Any = None, render_kwargs: dict | None = None) -> InferredTemplate:
+    """Infer a verified response template from a chat template's Jinja source.
+
+    `tokenizer` (optional) supplies bos_token / eos_token to the chat template; `render_kwargs` are extra
+    variables for every render (they may also set bos_token / eos_token). Never raises for a template it
+    cannot read: the result then has `template=None` and the reason in `reasons`.
+    """
+    if not isinstance(chat_template, str) or not chat_template.strip():
+        raise ValueError("infer_template: chat_template must be a non-empty Jinja source string")
+    kwargs = {"bos_token": "", "eos_token": ""}
+    if tokenizer is not None:
+        for key in ("bos_token", "eos_token"):
+            value = getattr(tokenizer, key, None)
+            if isinstance(value, str):
+                kwargs[key] = value
+    kwargs.update(render_kwargs or {})
+    reasons: list[str] = []
+    try:
+        return _infer(chat_template, kwargs, reasons)
+    except InferenceError as error:
+        reasons.append(str(error))
+    except Exception as error:  # the chat template itself failed: a finding, reported
+        reasons.append(f"the chat template failed to render a probe: {type(error).__name__}: {error}")
+    return InferredTemplate(template=None, confidence=0.0, verified="", reasons=reasons)
+
+
+def _thinking_scenarios(source: str) -> list[dict] | None:
+    if "enable_thinking" not in source:
+        return None
+    return [{"name": "thinking", "render_kwargs": {"enable_thinking": True}},
+            {"name": "no_thinking", "render_kwargs": {"enable_thinking": False}, "reasoning": False}]
+
+
+def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
+    scenarios = _thinking_scenarios(source)
+    probe_kwargs = dict(kwargs, **(scenarios[0]["render_kwargs"] if scenarios else {}))
+    r = _Renderer(source, probe_kwargs)
+    try:
+        r.render([_user()], False, True)
+    except Exception:
+        r.tools_always = True  # some chat templates fail without tools
+    turn = _find_turn(r, reasons)
+    reasoning = _find_reasoning(r, turn, reasons)
+    _split_prefill(turn, reasoning)
+    calls = None
+    try:
+        _choose_arguments_mode(r)
+        calls = _infer_calls(r, turn, reasons)
+    except InferenceError as error:
+        reasons.append(str(error))
+    template = _build(turn, reasoning, calls)
+    supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
+                "parallel_tool_calls": calls is not None and not any(x.startswith("parallel") for x in reasons)}
+    options: dict = {"bos_token": kwargs.get("bos_token", ""), "eos_token": kwargs.get("eos_token", "")}
+    extra = {k: v for k, v in kwargs.items() if k not in ("bos_token", "eos_token")}
+    if extra:
+        options["render_kwargs"] = extra
+    if r.tools_always:
+        options["tools_always"] = True
+    if r.arguments != "dict":
+        options["arguments"] = r.arguments
+    if scenarios:
+        scenarios[1]["reasoning"] = False
+        if reasoning is None:
+            scenarios = [dict(s, reasoning=False) for s in scenarios]
+        options["scenarios"] = scenarios
+    markers = {"start_anchor": turn.anchors if len(turn.anchors) > 1 else turn.anchor, "end_of_turn": turn.end,
+               "prompt_prefill": turn.prefill}
+    if reasoning is not None:
+        markers.update(reasoning_open=reasoning.open, reasoning_close=reasoning.close,
+                       reasoning_prefilled=reasoning.prefilled)
+    if calls is not None:
+        markers.update({f"tool_calls.{k}": v for k, v in calls.literal.items()})
+    return _check(template, source, options, supports, markers, reasons)
+
+
+def _check(template, source, options, supports, markers, reasons) -> InferredTemplate:
+    """Load the template in our core and run verify; give up (template None) unless every case that ran passed."""
+    from . import load_template
+
+    try:
+        load_template(template)
+    except Exception as error:  # a bug in assembly: report it rather than return a broken template
+        reasons.append(f"the assembled template does not load: {error}")
+        return InferredTemplate(None, 0.0, "", reasons, markers, options, supports)
+    report = verify(template, source, options=options, supports=supports)
+    skip = {}
+    for case in report.failures:
+        # Cases the chat template itself cannot render say nothing about the inferred template.
+        text = " ".join(case.diff)
+        if "chat template failed to render" in text or "is not a prefix" in text:
+            skip[case.name] = "the chat template cannot render this case: " + case.diff[0][:160]
+    if skip:
+        options = dict(options, skip_cases=skip)
+        report = verify(template, source, options=options, supports=supports)
+    ran = [c for c in report.cases if c.skipped is None]
+    passed = [c for c in ran if c.ok]
+    total = len(report.cases) or 1
+    confidence = round(len(passed) / total * (1.0 if report.ok else 0.0), 2)
+    for name, why in sorted(skip.items()):
+        reasons.append(f"not verified: {name}: {why}")
+    if not report.ok:
+        failed = sorted({c.name for c in report.failures})
+        reasons.append(f"cannot infer: the assembled template fails verify on {', '.join(failed)}: "
+                       + "; ".join(report.failures[0].diff)[:300])
+        return InferredTemplate(None, 0.0, report.summary(), reasons, markers, options, supports)
+    return InferredTemplate(template, confidence, report.summary(), reasons, markers, options, supports)
+
+
+def infer_for_tokenizer(tokenizer: Any) -> dict | None:
+    """An inferred template for a loaded tokenizer's chat template, marked as inferred, or None.
+
+    For `template_for(..., infer=True)`: the dict returned carries `"x-inferred": true` is NOT added to
+    the template (transformers' loader rejects unknown keys); callers get the result of `infer_template`
+    through `InferredTemplate` when they need the report.
+    """
+    source = getattr(tokenizer, "chat_template", None)
+    if isinstance(source, dict):
+        source = source.get("tool_use") or source.get("default")
+    if not isinstance(source, str) or not source.strip():
+        return None
+    result = infer_template(source, tokenizer=tokenizer)
+    return result.template
