@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verify import _TOOLS, render_chat_template, verify
+from .verify import _TOOLS, _split, render_chat_template, verify
 
 __all__ = ["InferenceError", "InferredTemplate", "infer_for_tokenizer", "infer_template", "load_chat_template"]
 
@@ -122,6 +122,8 @@ class _Renderer:
         self.kwargs = kwargs
         self.tools_always = False
         self.arguments = "dict"
+        self.synthesis: dict | None = None  # verify's reasoning_synthesis, for turns rendered without reasoning
+        self.with_reasoning = False  # every probed assistant message carries reasoning
 
     def _message(self, message: dict) -> dict:
         message = copy.deepcopy(message)
@@ -141,7 +143,13 @@ class _Renderer:
 
     def turn(self, history: list[dict], message: dict, tools: bool = False) -> tuple[str, str]:
         prompt = self.render(history, tools, True)
+        if self.with_reasoning:
+            message = dict(message, reasoning_content=_REASONING)
         full = self.render(history + [message], tools, False)
+        if not full.startswith(prompt) and self.synthesis is not None:
+            generation = _split(prompt, full, message, self.synthesis)
+            if generation is not None:
+                return prompt, generation
         if not full.startswith(prompt):
             raise InferenceError(
                 "the prompt (history + generation prompt) is not a prefix of the rendered assistant turn: the chat "
@@ -207,6 +215,9 @@ class _Turn:
     anchors: list = field(default_factory=list)  # all anchors seen (after a user turn, after a tool turn)
     prefill: str = ""  # what the generation prompt writes after the anchor (e.g. "<think>\n")
     before_content: str = ""  # what the turn writes before plain content (e.g. an empty think block)
+    content_open: str = ""  # markup right before content, when content has its own markers
+    content_close: str = ""
+    reasoning_close: str = ""
     end: str = ""  # end-of-turn marker
 
 
@@ -231,18 +242,98 @@ class _Calls:
     literal: dict = field(default_factory=dict)  # the literal markers found, for the report
 
 
-def _find_turn(r: _Renderer, reasons: list[str]) -> _Turn:
-    turn = _Turn()
-    prompt, generation = r.turn([_user()], {"role": "assistant", "content": _CONTENT})
+def _assistant(content: str, reasoning: bool, **extra) -> dict:
+    message = {"role": "assistant", "content": content, **extra}
+    if reasoning:
+        message["reasoning_content"] = _REASONING
+    return message
+
+
+def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
+    """Reasoning markers, from a turn rendered with reasoning and content."""
+    try:
+        prompt, generation = r.turn([_user()], _assistant(_CONTENT, True))
+    except InferenceError:
+        # The chat template rewrites the last turn: a reasoning opener the generation prompt writes and the
+        # rendered turn drops. Rebuild the generation as the model writes it, if the closing marker is known.
+        prompt = r.render([_user()], False, True)
+        opener = _tail_token(prompt)
+        closer = _closing_of(opener, r.source)
+        if not closer:
+            reasons.append("reasoning: the chat template rewrites the last turn and no reasoning markers could be found")
+            return None
+        prefill = prompt[prompt.rindex(opener):]
+        r.synthesis = {"prefill": prefill, "close": "\n" + closer + "\n\n"}
+        reasons.append(f"reasoning: the chat template drops reasoning from the turn it renders; the closing marker "
+                       f"{closer!r} is inferred from the opener {opener!r} and its presence in the chat template source "
+                       "(a weaker check)")
+        try:
+            prompt, generation = r.turn([_user()], _assistant(_CONTENT, True))
+        except InferenceError as error:
+            reasons.append(f"reasoning: not decided, {error}")
+            r.synthesis = None
+            return None
+    if _REASONING not in generation or _CONTENT not in generation:
+        return None
+    at, content_at = generation.index(_REASONING), generation.index(_CONTENT)
+    if content_at < at:
+        reasons.append("reasoning: the chat template writes reasoning after the content; not supported")
+        return None
+    opener = generation[:at]
+    prefilled = not opener.strip()
+    if prefilled:
+        opener = _tail_token(prompt)  # opened by the generation prompt
+    elif _TOKEN.search(opener):
+        # Keep only the opener itself: what precedes it belongs to the turn's lead-in.
+        opener = opener[list(_TOKEN.finditer(opener))[-1].start():] if not _TOKEN.fullmatch(opener.strip()) else opener
+    closer = generation[at + len(_REASONING):content_at]
+    if not opener.strip() or not closer.strip():
+        reasons.append(f"reasoning: no markers around it (open {opener!r}, close {closer!r})")
+        return None
+    return _Reasoning(open=opener.strip(), close=closer.strip(), prefilled=prefilled)
+
+
+def _closing_of(opener: str, source: str) -> str:
+    """The closing marker that goes with an opening one, when the chat template source writes it."""
+    candidates = []
+    match = re.fullmatch(r"<([A-Za-z_][\w:-]*)>", opener)
+    if match:
+        candidates.append(f"</{match.group(1)}>")
+    for a, b in (("START", "END"), ("start", "end"), ("BEGIN", "END"), ("begin", "end"), ("open", "close")):
+        if a in opener:
+            candidates.append(opener.replace(a, b))
+    return next((c for c in candidates if c != opener and c in source), "")
+
+
+def _find_turn(r: _Renderer, reasoning: _Reasoning | None, reasons: list[str]) -> _Turn:
+    turn = _Turn(reasoning_close=reasoning.close if reasoning else "")
+    try:
+        _, generation = r.turn([_user()], _assistant(_CONTENT, False))
+    except InferenceError:
+        if reasoning is None:
+            raise
+        # The chat template renders a consistent last turn only when it carries reasoning: probe with it.
+        r.with_reasoning = True
+        _, generation = r.turn([_user()], _assistant(_CONTENT, True))
+        reasons.append("every probe carries reasoning: without it the chat template rewrites the last turn")
     if _CONTENT not in generation:
         raise InferenceError("the chat template does not write the assistant's content into the rendered turn")
     at = generation.index(_CONTENT)
+    lead = generation[:at]
+    if reasoning is not None and reasoning.close in lead:
+        lead = lead[lead.index(reasoning.close) + len(reasoning.close):]
     turn.before_content = generation[:at]
+    turn.content_open = _content_wrapper(lead, reasoning)
     turn.end = _first_token(generation[at + len(_CONTENT):])
+    after_end = generation[at + len(_CONTENT):]
+    if turn.content_open and turn.end:
+        # Content has its own markers: the turn ends at the next marker after the content's closing one.
+        rest = after_end[after_end.index(turn.end) + len(turn.end):]
+        turn.content_close, turn.end = turn.end, _first_token(rest)
     anchors = []
     for history in ([_user()], _tool_history()):
         try:
-            gp = r.generation_prompt(history, tools=history is not None)
+            gp = r.generation_prompt(history, tools=True)
             prompt = r.render(history, True, True)
         except Exception:
             continue
@@ -252,6 +343,7 @@ def _find_turn(r: _Renderer, reasons: list[str]) -> _Turn:
             if last not in prompt:
                 continue
             gp = prompt[prompt.rindex(last) + len(last):]
+            gp = gp[_TOKEN.search(gp).start():] if _TOKEN.search(gp) else gp
         anchors.append(gp)
     if not anchors:
         raise InferenceError("could not find where the assistant turn starts (no generation prompt, no turn markup)")
@@ -260,18 +352,30 @@ def _find_turn(r: _Renderer, reasons: list[str]) -> _Turn:
     return turn
 
 
+def _content_wrapper(lead: str, reasoning: _Reasoning | None) -> str:
+    """Markup the turn writes right before plain content (e.g. <|START_RESPONSE|>), not an empty reasoning block."""
+    if reasoning is not None:
+        empty = reasoning.open + "\n*\s*" + reasoning.close
+        lead = re.sub(re.escape(reasoning.open) + r"\s*" + re.escape(reasoning.close), "", lead)
+    elif re.search(r"<think>\s*</think>", lead):
+        lead = re.sub(r"<think>\s*</think>", "", lead)
+    tokens = list(_TOKEN.finditer(lead))
+    if not tokens:
+        return ""
+    return lead[tokens[0].start():].strip()
+
+
 def _split_prefill(turn: _Turn, reasoning: _Reasoning | None) -> None:
     """Move a reasoning opener (or an empty reasoning block) at the end of the anchors out of the anchor.
 
     The anchor marks where the assistant turn starts; a prefilled `<think>` after it must stay in the
     prefix the parser reads, so that the parser knows reasoning is open.
     """
-    if reasoning is None or not reasoning.open.strip():
+    if reasoning is None:
         return
-    token = reasoning.open.strip()
     cut = []
     for anchor in turn.anchors:
-        position = anchor.rfind(token)
+        position = anchor.rfind(reasoning.open)
         if position > 0 and anchor[:position].strip():
             cut.append((anchor[:position], anchor[position:]))
         else:
@@ -279,32 +383,6 @@ def _split_prefill(turn: _Turn, reasoning: _Reasoning | None) -> None:
     turn.anchors = [a for a, _ in cut]
     turn.anchor = cut[0][0]
     turn.prefill = cut[0][1]
-    if turn.prefill and reasoning.close.strip() not in turn.prefill:
-        reasoning.prefilled = True
-
-
-def _find_reasoning(r: _Renderer, turn: _Turn, reasons: list[str]) -> _Reasoning | None:
-    message = {"role": "assistant", "content": _CONTENT, "reasoning_content": _REASONING}
-    try:
-        prompt, generation = r.turn([_user()], message)
-    except InferenceError as error:
-        reasons.append(f"reasoning: not decided, {error}")
-        return None
-    if _REASONING not in generation or _CONTENT not in generation:
-        return None
-    at, content_at = generation.index(_REASONING), generation.index(_CONTENT)
-    if content_at < at:
-        reasons.append("reasoning: the chat template writes reasoning after the content; not supported")
-        return None
-    opener = generation[:at]
-    if not opener.strip():
-        # Opened by the generation prompt.
-        opener = _tail_token(prompt)
-    closer = generation[at + len(_REASONING):content_at]
-    if not opener.strip() or not closer.strip():
-        reasons.append(f"reasoning: no markers around it (open {opener!r}, close {closer!r})")
-        return None
-    return _Reasoning(open=opener.strip(), close=closer.strip())
 
 
 def _tail_token(text: str) -> str:
@@ -319,7 +397,9 @@ def _call_generation(r: _Renderer, turn: _Turn, calls: list[tuple], content: str
     message = {"role": "assistant", "content": content,
                "tool_calls": [_call(n, a, i) for (n, a), i in zip(calls, _CALL_IDS)]}
     _, generation = r.turn([_user()], message, tools=True)
-    if turn.before_content and generation.startswith(turn.before_content):
+    if r.with_reasoning and turn.reasoning_close in generation:
+        generation = generation[generation.index(turn.reasoning_close) + len(turn.reasoning_close):]
+    elif turn.before_content and generation.startswith(turn.before_content):
         generation = generation[len(turn.before_content):]
     if turn.end and turn.end in generation:
         generation = generation[: generation.rindex(turn.end)]
@@ -451,7 +531,9 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
     if closing:
         calls.close = guard + r"\s*(?:```\s*)?" + closing + r"\s*" + _optional(block_close)
     else:
-        calls.close = guard + r"\s*" + _optional(block_close)
+        # No closing markup: only the end of the generation (or of the turn) ends the call, since a '}' can
+        # end a nested value.
+        calls.close = guard + r"\s*" + _optional(block_close) + r"\Z"
     if call_open.strip():
         calls.partial_open = _optional(block_open) + _esc(call_open.strip()) + r"\s*(?:```(?:json)?\s*)?"
     calls.transform = {"type": "function", "function": "{content}"} if keys == ("name", "arguments") else {
@@ -642,7 +724,12 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         field_["transform"] = calls.transform
         fields["tool_calls"] = field_
     content: dict = {}
+    if turn.content_open:
+        # Content has its own markers (<|START_RESPONSE|>...<|END_RESPONSE|>): an explicit field.
+        content["open_pattern"] = r"\s*" + _esc(turn.content_open) + r"\s*"
     closes = []
+    if turn.content_close:
+        closes.append(r"\s*" + _esc(turn.content_close) + r"\s*")
     if ends:
         closes.append(r"\s*(?:" + "|".join(re.escape(e) for e in ends) + ").*")
     if calls is not None and calls.partial_open:
@@ -762,8 +849,11 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         r.render([_user()], False, True)
     except Exception:
         r.tools_always = True  # some chat templates fail without tools
-    turn = _find_turn(r, reasons)
-    reasoning = _find_reasoning(r, turn, reasons)
+    reasoning = _find_reasoning(r, reasons)
+    turn = _find_turn(r, reasoning, reasons)
+    if reasoning is not None and turn.content_open and reasoning.close.endswith(turn.content_open):
+        # The reasoning's closing text runs into the content's opening markup: each keeps its own.
+        reasoning.close = reasoning.close[: -len(turn.content_open)].strip()
     _split_prefill(turn, reasoning)
     calls = None
     try:
@@ -782,6 +872,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         options["tools_always"] = True
     if r.arguments != "dict":
         options["arguments"] = r.arguments
+    if r.synthesis is not None:
+        options["reasoning_synthesis"] = r.synthesis
     if scenarios:
         scenarios[1]["reasoning"] = False
         if reasoning is None:
@@ -789,6 +881,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         options["scenarios"] = scenarios
     markers = {"start_anchor": turn.anchors if len(turn.anchors) > 1 else turn.anchor, "end_of_turn": turn.end,
                "prompt_prefill": turn.prefill}
+    if turn.content_open:
+        markers.update(content_open=turn.content_open, content_close=turn.content_close)
     if reasoning is not None:
         markers.update(reasoning_open=reasoning.open, reasoning_close=reasoning.close,
                        reasoning_prefilled=reasoning.prefilled)
@@ -813,6 +907,8 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
         text = " ".join(case.diff)
         if "chat template failed to render" in text or "is not a prefix" in text:
             skip[case.name] = "the chat template cannot render this case: " + case.diff[0][:160]
+        elif _dropped_content(case):
+            skip[case.name] = "the chat template does not render the content of this turn"
     if skip:
         options = dict(options, skip_cases=skip)
         report = verify(template, source, options=options, supports=supports)
@@ -828,6 +924,11 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
                        + "; ".join(report.failures[0].diff)[:300])
         return InferredTemplate(None, 0.0, report.summary(), reasons, markers, options, supports)
     return InferredTemplate(template, confidence, report.summary(), reasons, markers, options, supports)
+
+
+def _dropped_content(case) -> bool:
+    expected = ((case.expected or {}).get("content") or "").strip()
+    return bool(expected) and bool(case.generation) and expected not in case.generation
 
 
 def infer_for_tokenizer(tokenizer: Any) -> dict | None:
