@@ -181,6 +181,12 @@ def _tool_history() -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 # Small string helpers for building patterns.
 
+# End-of-generation tokens of widely used tokenizers. A model may stop with its tokenizer's EOS token instead
+# of the turn's end marker (Hermes on Llama writes <|eot_id|>); those the chat template never writes cannot be
+# markup of this format, so they are accepted as an end too.
+_COMMON_EOS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "</s>", "<eos>",
+               "<end_of_turn>", "<|eot|>", "<｜end▁of▁sentence｜>", "[EOS]")
+
 # Special-token-like markup: <|x|>, <x>, </x>, [X], <｜x｜>.
 _TOKEN = re.compile(r"<\|[^<>]*?\|>|<｜[^<>]*?｜>|</?[A-Za-z_][^<>\s]*(?:\s[^<>]*)?>|\[/?[A-Z_]+\]")
 
@@ -218,6 +224,7 @@ class _Turn:
     content_open: str = ""  # markup right before content, when content has its own markers
     content_close: str = ""
     reasoning_close: str = ""
+    extra_ends: list = field(default_factory=list)  # the tokenizer's EOS and common EOS tokens
     end: str = ""  # end-of-turn marker
 
 
@@ -349,6 +356,8 @@ def _find_turn(r: _Renderer, reasoning: _Reasoning | None, reasons: list[str]) -
         raise InferenceError("could not find where the assistant turn starts (no generation prompt, no turn markup)")
     turn.anchor = anchors[0]
     turn.anchors = anchors
+    eos = r.kwargs.get("eos_token") or ""
+    turn.extra_ends = [e for e in (eos, *_COMMON_EOS) if e and (e == eos or e not in r.source)]
     return turn
 
 
@@ -530,6 +539,8 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
     closing = _esc(call_close.strip())
     if closing:
         calls.close = guard + r"\s*(?:```\s*)?" + closing + r"\s*" + _optional(block_close)
+        # A call the model did not close before opening the next one still ends there.
+        calls.close += "|" + guard + r"\s*(?=" + _esc(call_open.strip()) + ")"
     else:
         # No closing markup: only the end of the generation (or of the turn) ends the call, since a '}' can
         # end a nested value.
@@ -591,6 +602,7 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
                   + _generalise(tail) + r"(?=\s*[\[{])")
     guard = r"(?<=[}\]])"
     calls.close = guard + r"\s*" + _generalise(call_close.strip()) + r"\s*" + _optional(block_close)
+    calls.close += "|" + guard + r"\s*(?=" + _generalise(call_head.strip()) + ")"
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\[{]*"
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
     calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": tail, "call_close": call_close,
@@ -634,7 +646,8 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     call_close_all = t2[t2.index(value_suffix.strip()) + len(value_suffix.strip()):]
     head = one[:at]
     infix = _infix_pattern(infix1, infix2)
-    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + r"(?P<value>.*?)\s*"
+    # One newline on each side of a value is markup (<parameter=x>\nvalue\n</parameter>); the rest is the value.
+    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + r"(?P<value>.*?)\n?"
            + _esc(value_suffix.strip()) + r"(?=\s*(?:" + _esc(key_prefix.strip()) + r"|\Z))")
     # Split the head and the close into what each call repeats and what wraps them all.
     block_open, call_head, call_close, block_close = "", head, call_close_all, ""
@@ -659,7 +672,8 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     calls.close = (r"\s*" + ending + r"\s*" + _optional(block_close)) if ending else r"\s*" + _optional(block_close)
     calls.close = "(?:(?<=" + re.escape(value_suffix.strip()[-1]) + r")|(?<=" + re.escape((header_tail.strip() or call_head.strip())[-1:]) + "))" + calls.close
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\n]*"
-    calls.content_args = {"tag_pattern": tag, "value_parser": {"name": "json", "args": {"allow_non_json": True}}}
+    # Values stay text (the tools' schemas type them); _check retries with JSON values if verify needs them.
+    calls.content_args = {"tag_pattern": tag}
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
     calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": header_tail,
                      "parameter_open": key_prefix, "key_value_separator": infix1, "parameter_close": value_suffix,
@@ -669,7 +683,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
 
 def _infix_pattern(a: str, b: str) -> str:
     if a == b:
-        return _esc(a)
+        return _esc(a.rstrip("\n")) + (r"\n?" if a.endswith("\n") else "")
     p = _common_prefix_len(a, b)
     s = min(_common_suffix_len(a, b), min(len(a), len(b)) - p)
     return _esc(a[:p]) + "[^<>]*?" + _esc(a[len(a) - s:])
@@ -703,7 +717,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
     else:
         template["start_anchor_pattern"] = _alternation(anchors)[3:-1]
     fields: dict = {}
-    ends = [turn.end] if turn.end else []
+    ends = list(dict.fromkeys(e for e in [turn.end, *turn.extra_ends] if e))
     if reasoning is not None:
         fields["reasoning_content"] = {
             "open_pattern": r"\s*" + re.escape(reasoning.open) + r"\s*",
@@ -901,6 +915,15 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
         reasons.append(f"the assembled template does not load: {error}")
         return InferredTemplate(None, 0.0, "", reasons, markers, options, supports)
     report = verify(template, source, options=options, supports=supports)
+    calls = template["fields"].get("tool_calls") or {}
+    if not report.ok and calls.get("content") == "xml-inline":
+        # Parameter values written as JSON (nested objects) need the JSON value parser.
+        with_json = copy.deepcopy(template)
+        with_json["fields"]["tool_calls"]["content_args"]["value_parser"] = {"name": "json", "args": {"allow_non_json": True}}
+        retry = verify(with_json, source, options=options, supports=supports)
+        if len(retry.failures) < len(report.failures):
+            template, report = with_json, retry
+            markers["tool_calls.values"] = "JSON (plain text when not JSON)"
     skip = {}
     for case in report.failures:
         # Cases the chat template itself cannot render say nothing about the inferred template.
