@@ -417,6 +417,7 @@ def _call_generation(r: _Renderer, turn: _Turn, calls: list[tuple], content: str
 
 def _choose_arguments_mode(r: _Renderer) -> None:
     """Give arguments as dicts unless the chat template only renders JSON strings well."""
+    html_escaped = False
     for mode in ("dict", "json_string"):
         r.arguments = mode
         try:
@@ -428,8 +429,14 @@ def _choose_arguments_mode(r: _Renderer) -> None:
         # not what the model writes; try the other mode.
         if "'city'" in generation or '"{' in generation.replace(" ", "") or '"c", "i"' in generation:
             continue
+        if "&#34;" in generation:
+            html_escaped = True
+            continue
         if "Paris" in generation and _CALL_A[0] in generation:
             return
+    if html_escaped:
+        raise InferenceError("the chat template HTML-escapes the quotes of tool calls (&#34;), which is not what the "
+                             "model writes: tool calls cannot be read from its renderings")
     raise InferenceError("the chat template does not render a tool call (with dict or JSON-string arguments)")
 
 
@@ -600,8 +607,12 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
     calls = _Calls(kind="name_json")
     calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>[^\s<>\"'{}]+?)"
                   + _generalise(tail) + r"(?=\s*[\[{])")
-    guard = r"(?<=[}\]])"
-    calls.close = guard + r"\s*" + _generalise(call_close.strip()) + r"\s*" + _optional(block_close)
+    guard = r"(?<=\})"  # arguments are a JSON object: a call ends only right after a '}'
+    if call_close.strip():
+        calls.close = guard + r"\s*" + _generalise(call_close.strip()) + r"\s*" + _optional(block_close)
+    else:
+        # No closing markup: the call ends at the end of the generation (a '}' may end a nested value).
+        calls.close = guard + r"\s*" + _optional(block_close) + r"\Z"
     calls.close += "|" + guard + r"\s*(?=" + _generalise(call_head.strip()) + ")"
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\[{]*"
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
@@ -647,8 +658,11 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     head = one[:at]
     infix = _infix_pattern(infix1, infix2)
     # One newline on each side of a value is markup (<parameter=x>\nvalue\n</parameter>); the rest is the value.
+    # A parameter ends at its closing markup followed by the next parameter, the call's closing markup or the
+    # end, so the same markup written inside a value does not end it.
+    followers = [_esc(key_prefix.strip())] + [re.escape(t.group(0)) for t in _TOKEN.finditer(call_close_all)]
     tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + r"(?P<value>.*?)\n?"
-           + _esc(value_suffix.strip()) + r"(?=\s*(?:" + _esc(key_prefix.strip()) + r"|\Z))")
+           + _esc(value_suffix.strip()) + r"(?=\s*(?:" + "|".join(dict.fromkeys(followers)) + r"|\Z))")
     # Split the head and the close into what each call repeats and what wraps them all.
     block_open, call_head, call_close, block_close = "", head, call_close_all, ""
     if two is not None and _CALL_B[0] in two:
@@ -671,7 +685,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     # none), so the same markup written inside a value does not end it.
     calls.close = (r"\s*" + ending + r"\s*" + _optional(block_close)) if ending else r"\s*" + _optional(block_close)
     calls.close = "(?:(?<=" + re.escape(value_suffix.strip()[-1]) + r")|(?<=" + re.escape((header_tail.strip() or call_head.strip())[-1:]) + "))" + calls.close
-    calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\n]*"
+    calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^<>\n]*"
     # Values stay text (the tools' schemas type them); _check retries with JSON values if verify needs them.
     calls.content_args = {"tag_pattern": tag}
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
