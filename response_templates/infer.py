@@ -225,6 +225,7 @@ class _Turn:
     content_close: str = ""
     reasoning_close: str = ""
     extra_ends: list = field(default_factory=list)  # the tokenizer's EOS and common EOS tokens
+    anchor_suffix: str = ""  # a reasoning close the generation prompt may write right after the anchor
     end: str = ""  # end-of-turn marker
 
 
@@ -270,7 +271,10 @@ def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
             reasons.append("reasoning: the chat template rewrites the last turn and no reasoning markers could be found")
             return None
         prefill = prompt[prompt.rindex(opener):]
-        r.synthesis = {"prefill": prefill, "close": "\n" + closer + "\n\n"}
+        full = r.render([_user(), _assistant(_CONTENT, True)], False, False)
+        rest = full[len(prompt) - len(prefill):] if full.startswith(prompt[: len(prompt) - len(prefill)]) else ""
+        # The rendered turn may already start with the closing marker (DeepSeek V3.1 writes </think> + content).
+        r.synthesis = {"prefill": prefill, "close": "" if rest.lstrip().startswith(closer) else "\n" + closer + "\n\n"}
         reasons.append(f"reasoning: the chat template drops reasoning from the turn it renders; the closing marker "
                        f"{closer!r} is inferred from the opener {opener!r} and its presence in the chat template source "
                        "(a weaker check)")
@@ -297,7 +301,8 @@ def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
     if not opener.strip() or not closer.strip():
         reasons.append(f"reasoning: no markers around it (open {opener!r}, close {closer!r})")
         return None
-    return _Reasoning(open=opener.strip(), close=closer.strip(), prefilled=prefilled)
+    # The close is the first marker after the reasoning; what follows it belongs to the content's lead-in.
+    return _Reasoning(open=opener.strip(), close=_first_token(closer), prefilled=prefilled)
 
 
 def _closing_of(opener: str, source: str) -> str:
@@ -392,6 +397,21 @@ def _split_prefill(turn: _Turn, reasoning: _Reasoning | None) -> None:
     turn.anchors = [a for a, _ in cut]
     turn.anchor = cut[0][0]
     turn.prefill = cut[0][1]
+
+
+def _optional_anchor_suffix(r: _Renderer, turn: _Turn, reasoning: _Reasoning | None, kwargs: dict) -> None:
+    """With thinking off, some generation prompts close the reasoning right after the anchor
+    (<｜Assistant｜></think>): accept that closing marker after the anchor."""
+    if reasoning is None:
+        return
+    other = _Renderer(r.source, dict(r.kwargs, **kwargs))
+    other.tools_always = r.tools_always
+    try:
+        gp = other.generation_prompt([_user()])
+    except Exception:
+        return
+    if gp.startswith(turn.anchor) and gp[len(turn.anchor):].strip() == reasoning.close:
+        turn.anchor_suffix = gp[len(turn.anchor):]
 
 
 def _tail_token(text: str) -> str:
@@ -498,23 +518,39 @@ def _infer_calls(r: _Renderer, turn: _Turn, reasons: list[str]) -> _Calls | None
     return None
 
 
-def _envelope(one: str, start: int, end: int, two: str | None, second: tuple[int, int] | None):
-    """Split the text around one call into (block open, call open, call close, block close).
+def _boundaries(text: str) -> set[int]:
+    """Positions where markup may be split: outside special tokens."""
+    inside = set()
+    for token in _TOKEN.finditer(text):
+        inside.update(range(token.start() + 1, token.end()))
+    return set(range(len(text) + 1)) - inside
 
-    With a parallel rendering, what sits between the two calls is `call close + separator + call open`;
-    what repeats per call is the call envelope, the rest belongs to the block.
+
+def _split_repeat(head: str, tail: str, mid: str) -> tuple[str, str, str, str]:
+    """Split the markup around calls into (block open, call open, call close, block close).
+
+    `head` is the text before the first call, `tail` the text after the last one, `mid` the text between
+    two calls: `mid` is `call close + separator + call open`, so the call open is what `head` and `mid`
+    end with, the call close what `tail` and `mid` start with; the rest wraps the whole block. Splits are
+    moved off the inside of special tokens (<｜tool▁calls▁begin｜> shares its end with <｜tool▁call▁begin｜>).
     """
+    open_len = _common_suffix_len(head, mid)
+    allowed = _boundaries(head)
+    while open_len and len(head) - open_len not in allowed:
+        open_len -= 1
+    close_len = min(_common_prefix_len(tail, mid), len(mid) - open_len)
+    allowed = _boundaries(tail)
+    while close_len and close_len not in allowed:
+        close_len -= 1
+    return head[: len(head) - open_len], head[len(head) - open_len:], tail[:close_len], tail[close_len:]
+
+
+def _envelope(one: str, start: int, end: int, two: str | None, second: tuple[int, int] | None):
+    """(block open, call open, call close, block close) around one call at one[start:end]."""
     before, after = one[:start], one[end:]
     if two is None or second is None:
         return "", before, after, ""
-    mid = two[second[0]:second[1]]
-    call_open_len = _common_suffix_len(before, mid)
-    call_close_len = _common_prefix_len(after, mid)
-    if call_open_len + call_close_len > len(mid):
-        call_close_len = max(0, len(mid) - call_open_len)
-    call_open = before[len(before) - call_open_len:]
-    call_close = after[:call_close_len]
-    return before[: len(before) - call_open_len], call_open, call_close, after[call_close_len:]
+    return _split_repeat(before, after, two[second[0]:second[1]])
 
 
 def _between_calls(two: str, first_end_marker: str, second_start_marker: str) -> tuple[int, int] | None:
@@ -595,11 +631,7 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
         if values:
             second = (values[0][1], b)
     if second is not None:
-        mid = two[second[0]:second[1]]
-        call_head_len = _common_suffix_len(head, mid)
-        call_close_len = min(_common_prefix_len(after, mid), len(mid) - call_head_len)
-        block_open, call_head = head[: len(head) - call_head_len], head[len(head) - call_head_len:]
-        call_close, block_close = after[:call_close_len], after[call_close_len:]
+        block_open, call_head, call_close, block_close = _split_repeat(head, after, two[second[0]:second[1]])
     else:
         block_open, call_head, call_close, block_close = "", head, after, ""
     if not call_head.strip() and not block_open.strip():
@@ -670,10 +702,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
         last_value = two.rfind(value_suffix.strip(), 0, b)
         if last_value >= 0:
             mid = two[last_value + len(value_suffix.strip()):b]
-            n = _common_suffix_len(head, mid)
-            block_open, call_head = head[: len(head) - n], head[len(head) - n:]
-            m = min(_common_prefix_len(call_close_all, mid), len(mid) - n)
-            call_close, block_close = call_close_all[:m], call_close_all[m:]
+            block_open, call_head, call_close, block_close = _split_repeat(head, call_close_all, mid)
     if not call_head.strip() and not block_open.strip():
         raise InferenceError("tool calls: no marker before the call's name")
     calls = _Calls(kind="xml", content="xml-inline")
@@ -726,10 +755,13 @@ def _cut_after_token(text: str, leading: bool) -> str:
 def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> dict:
     template: dict = {"version": 1, "defaults": {"role": "assistant"}}
     anchors = [a for a in dict.fromkeys(turn.anchors) if a.strip()]
-    if len(anchors) == 1:
+    if len(anchors) == 1 and not turn.anchor_suffix:
         template["start_anchor"] = anchors[0]
     else:
-        template["start_anchor_pattern"] = _alternation(anchors)[3:-1]
+        pattern = _alternation(anchors)[3:-1]
+        if turn.anchor_suffix:
+            pattern = "(?:" + pattern + ")(?:" + re.escape(turn.anchor_suffix) + ")?"
+        template["start_anchor_pattern"] = pattern
     fields: dict = {}
     ends = list(dict.fromkeys(e for e in [turn.end, *turn.extra_ends] if e))
     if reasoning is not None:
@@ -863,10 +895,13 @@ def infer_template(chat_template: str, *, tokenizer: Any = None, render_kwargs: 
 
 
 def _thinking_scenarios(source: str) -> list[dict] | None:
-    if "enable_thinking" not in source:
-        return None
-    return [{"name": "thinking", "render_kwargs": {"enable_thinking": True}},
-            {"name": "no_thinking", "render_kwargs": {"enable_thinking": False}, "reasoning": False}]
+    """Verify scenarios for chat templates with a thinking switch (enable_thinking, or DeepSeek's thinking)."""
+    for name in ("enable_thinking", "thinking"):
+        if re.search(r"\b%s\b" % name, source) and (name == "enable_thinking" or re.search(
+                r"(?:if|and|or|not)\s+%s\b|\b%s\s+is\s+(?:not\s+)?defined" % (name, name), source)):
+            return [{"name": "thinking", "render_kwargs": {name: True}},
+                    {"name": "no_thinking", "render_kwargs": {name: False}, "reasoning": False}]
+    return None
 
 
 def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
@@ -886,9 +921,16 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     calls = None
     try:
         _choose_arguments_mode(r)
-        calls = _infer_calls(r, turn, reasons)
     except InferenceError as error:
-        reasons.append(str(error))
+        reasons.append(str(error))  # no tool calls in this format: a template for reasoning and content only
+    else:
+        calls = _infer_calls(r, turn, reasons)
+        if calls is None:
+            # The chat template writes tool calls we cannot read: a template without them would silently
+            # leave call markup in the content.
+            raise InferenceError("cannot infer: the chat template renders tool calls in a syntax not recognised")
+    if scenarios:
+        _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"])
     template = _build(turn, reasoning, calls)
     supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
                 "parallel_tool_calls": calls is not None and not any(x.startswith("parallel") for x in reasons)}
