@@ -507,6 +507,14 @@ def _infer_calls(r: _Renderer, turn: _Turn, reasons: list[str]) -> _Calls | None
     for start, end, value in _json_values(one):
         if value == arguments and name in one[:start]:
             return _name_json_calls(one, two, start, end, reasons)
+    # 2b. The name in the header, arguments in a JSON-like object (unquoted keys, custom string quotes).
+    loose = _loose_json_arguments(one, name, arguments)
+    if loose is not None:
+        start, end, content_args = loose
+        calls = _name_json_calls(one, two, start, end, reasons)
+        calls.content_args = content_args
+        calls.literal["arguments"] = f"JSON-like object after the name ({content_args})"
+        return calls
     # 3. A Python call list.
     match = re.search(r"\[\s*" + re.escape(name) + r"\(", one)
     if match:
@@ -543,6 +551,32 @@ def _split_repeat(head: str, tail: str, mid: str) -> tuple[str, str, str, str]:
     while close_len and close_len not in allowed:
         close_len -= 1
     return head[: len(head) - open_len], head[len(head) - open_len:], tail[:close_len], tail[close_len:]
+
+
+def _loose_json_arguments(one: str, name: str, arguments: dict):
+    """(start, end, json content_args) when the arguments after the name are JSON with unquoted keys and/or
+    custom string delimiters (Gemma's {city:<|"|>Paris<|"|>}), checked by parsing them back."""
+    from .core.content import parse_json
+
+    brace = one.find("{", one.index(name) + len(name))
+    last = one.rfind("}")
+    if brace < 0 or last < brace:
+        return None
+    text = one[brace:last + 1]
+    key = next(k for k, v in arguments.items() if isinstance(v, str))
+    match = re.search(re.escape(key) + r'"?\s*:\s*(.*?)' + re.escape(arguments[key]) + r"(.*?)\s*[,}]", text)
+    if not match:
+        return None
+    args: dict = {}
+    if re.search(r"[{,]\s*" + re.escape(key) + r"\s*:", text):
+        args["unquoted_keys"] = True
+    if match.group(1) != '"':
+        args["string_delims"] = [[match.group(1), match.group(2)]]
+    try:
+        parsed = parse_json(text, args)
+    except ValueError:
+        return None
+    return (brace, last + 1, args) if parsed == arguments and args else None
 
 
 def _envelope(one: str, start: int, end: int, two: str | None, second: tuple[int, int] | None):
@@ -625,11 +659,9 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
     at = before.rindex(name)
     head, tail = before[:at], before[at + len(name):]
     second = None
-    if two is not None and _CALL_B[0] in two:
-        values = [(s, e) for s, e, v in _json_values(two) if v in (_CALL_A[1], _CALL_B[1])]
-        b = two.index(_CALL_B[0])
-        if values:
-            second = (values[0][1], b)
+    if two is not None and _CALL_B[0] in two and one[start:end] in two:
+        # The first call's arguments are written the same way in the parallel rendering.
+        second = (two.index(one[start:end]) + end - start, two.index(_CALL_B[0]))
     if second is not None:
         block_open, call_head, call_close, block_close = _split_repeat(head, after, two[second[0]:second[1]])
     else:
@@ -929,6 +961,10 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             # The chat template writes tool calls we cannot read: a template without them would silently
             # leave call markup in the content.
             raise InferenceError("cannot infer: the chat template renders tool calls in a syntax not recognised")
+        closing = (calls.literal.get("block_close") or "").strip()
+        if closing and not (calls.literal.get("block_open") or "").strip() and _TOKEN.fullmatch(closing):
+            # Markup after the calls that no opener pairs with (Gemma's <|tool_response>) ends the turn.
+            turn.extra_ends.append(closing)
     if scenarios:
         _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"])
     template = _build(turn, reasoning, calls)
@@ -988,6 +1024,9 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
             skip[case.name] = "the chat template cannot render this case: " + case.diff[0][:160]
         elif _dropped_content(case):
             skip[case.name] = "the chat template does not render the content of this turn"
+        elif case.name in ("nested_unicode_arguments", "marker_text_arguments") and _python_literals(case.generation):
+            skip[case.name] = ("the chat template writes nested argument values as Python literals (None, True, "
+                               "single quotes), which is not what the model writes")
     if skip:
         options = dict(options, skip_cases=skip)
         report = verify(template, source, options=options, supports=supports)
@@ -1003,6 +1042,10 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
                        + "; ".join(report.failures[0].diff)[:300])
         return InferredTemplate(None, 0.0, report.summary(), reasons, markers, options, supports)
     return InferredTemplate(template, confidence, report.summary(), reasons, markers, options, supports)
+
+
+def _python_literals(text: str) -> bool:
+    return bool(re.search(r"[:=(,\[{]\s*(?:None|True|False)\b|[{\[,]\s*'[^']*'\s*:", text))
 
 
 def _dropped_content(case) -> bool:
