@@ -188,7 +188,9 @@ _COMMON_EOS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end
                "<end_of_turn>", "<|eot|>", "<｜end▁of▁sentence｜>", "[EOS]")
 
 # Special-token-like markup: <|x|>, <x>, </x>, [X], <｜x｜>.
-_TOKEN = re.compile(r"<\|[^<>]*?\|>|<｜[^<>]*?｜>|</?[A-Za-z_][^<>\s]*(?:\s[^<>]*)?>|\[/?[A-Z_]+\]")
+# Gemma 4 uses half-barred ones: <|turn>, <turn|>.
+_TOKEN = re.compile(r"<\|[^<>]*?\|>|<｜[^<>]*?｜>|<\|[^<>|\s]+>|<[A-Za-z_][^<>|\s]*\|>|</?[A-Za-z_][^<>\s]*(?:\s[^<>]*)?>"
+                    r"|\[/?[A-Z_]+\]")
 
 
 def _esc(text: str) -> str:
