@@ -371,7 +371,6 @@ def _find_turn(r: _Renderer, reasoning: _Reasoning | None, reasons: list[str]) -
 def _content_wrapper(lead: str, reasoning: _Reasoning | None) -> str:
     """Markup the turn writes right before plain content (e.g. <|START_RESPONSE|>), not an empty reasoning block."""
     if reasoning is not None:
-        empty = reasoning.open + "\n*\s*" + reasoning.close
         lead = re.sub(re.escape(reasoning.open) + r"\s*" + re.escape(reasoning.close), "", lead)
     elif re.search(r"<think>\s*</think>", lead):
         lead = re.sub(r"<think>\s*</think>", "", lead)
@@ -435,6 +434,21 @@ def _call_generation(r: _Renderer, turn: _Turn, calls: list[tuple], content: str
     if turn.end and turn.end in generation:
         generation = generation[: generation.rindex(turn.end)]
     return generation
+
+
+def _renders_calls_somehow(r: _Renderer, turn: _Turn) -> bool:
+    """Whether a message with a call renders differently from the same message without it."""
+    for mode in ("dict", "json_string"):
+        r.arguments = mode
+        try:
+            with_call = r.turn([_user()], _assistant(_CONTENT, False, tool_calls=[_call(*_CALL_A, _CALL_IDS[0])]), True)
+            without = r.turn([_user()], _assistant(_CONTENT, False), True)
+        except Exception:
+            continue
+        if with_call[1] != without[1]:
+            return True
+    r.arguments = "dict"
+    return False
 
 
 def _choose_arguments_mode(r: _Renderer) -> None:
@@ -956,6 +970,9 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     try:
         _choose_arguments_mode(r)
     except InferenceError as error:
+        if _renders_calls_somehow(r, turn):
+            raise InferenceError(f"cannot infer: the chat template writes something for tool calls, but not their "
+                                 f"name and arguments as given ({error})") from None
         reasons.append(str(error))  # no tool calls in this format: a template for reasoning and content only
     else:
         calls = _infer_calls(r, turn, reasons)
