@@ -754,14 +754,16 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     if not call_head.strip() and not block_open.strip():
         raise InferenceError("tool calls: no marker before the call's name")
     calls = _Calls(kind="xml", content="xml-inline")
-    name_stop = re.escape(header_tail.strip()[:1]) if header_tail.strip() else r"\s"
-    calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>[^\s<>\"'"
-                  + (name_stop if name_stop != r"\s" else "") + r"]+)" + _esc(header_tail.rstrip()) )
+    stop = header_tail.strip()[:1]
+    name_chars = "[^\\s<>\"'" + (re.escape(stop) if stop and stop not in "<>\"'" else "") + "]+"
+    calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>" + name_chars + ")"
+                  + _esc(header_tail.rstrip()))
     ending = _esc(call_close.strip())
-    # A call ends at its closing markup right after a complete parameter (or after the header when it has
+    # A call ends at its closing markup right after a complete parameter (or right after the header when it has
     # none), so the same markup written inside a value does not end it.
     calls.close = (r"\s*" + ending + r"\s*" + _optional(block_close)) if ending else r"\s*" + _optional(block_close)
-    calls.close = "(?:(?<=" + re.escape(value_suffix.strip()[-1]) + r")|(?<=" + re.escape((header_tail.strip() or call_head.strip())[-1:]) + "))" + calls.close
+    guards = dict.fromkeys([value_suffix.strip()[-1], (header_tail.strip() or call_head.strip())[-1:]])
+    calls.close = "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + ")" + calls.close
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^<>\n]*"
     # Values stay text (the tools' schemas type them); _check retries with JSON values if verify needs them.
     calls.content_args = {"tag_pattern": tag}
