@@ -652,7 +652,8 @@ def _json_array_calls(one, start, end, keys) -> _Calls:
     before, after = one[:start], one[end:]
     calls = _Calls(kind="json_array", content="json", repeats=False, transform_each=True)
     calls.open = r"\s*" + _esc(before.strip()) + r"\s*(?=\[)" if before.strip() else r"\s*(?=\[\s*\{)"
-    calls.close = r"(?<=\])\s*" + _esc(after.strip()) + r"\s*" if after.strip() else r"(?<=\])\s*"
+    # Without closing markup only the end ends the list: a ']' may end a nested value.
+    calls.close = r"(?<=\])\s*" + _esc(after.strip()) + r"\s*" if after.strip() else r"(?<=\])\s*\Z"
     if before.strip():
         calls.partial_open = _esc(before.strip()) + r"\s*"
     calls.transform = {"type": "function", "function": {"name": "{%s}" % name_key, "arguments": "{%s}" % args_key}}
@@ -1058,6 +1059,9 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
     confidence = round(len(passed) / total * (1.0 if report.ok else 0.0), 2)
     for name, why in sorted(skip.items()):
         reasons.append(f"not verified: {name}: {why}")
+    if not ran:
+        reasons.append("cannot infer: the chat template could not render any canonical case, nothing was verified")
+        return InferredTemplate(None, 0.0, report.summary(), reasons, markers, options, supports)
     if not report.ok:
         failed = sorted({c.name for c in report.failures})
         reasons.append(f"cannot infer: the assembled template fails verify on {', '.join(failed)}: "
