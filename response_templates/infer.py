@@ -776,8 +776,9 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
 
 
 def _infix_pattern(a: str, b: str) -> str:
+    # One newline before a value is markup whether or not the chat template writes it (models vary).
     if a == b:
-        return _esc(a.rstrip("\n")) + (r"\n?" if a.endswith("\n") else "")
+        return _esc(a.rstrip("\n")) + r"\n?"
     p = _common_prefix_len(a, b)
     s = min(_common_suffix_len(a, b), min(len(a), len(b)) - p)
     return _esc(a[:p]) + "[^<>]*?" + _esc(a[len(a) - s:])
