@@ -30,7 +30,14 @@ from typing import Any
 
 from .verify import _TOOLS, _split, render_chat_template, verify
 
-__all__ = ["InferenceError", "InferredTemplate", "infer_for_tokenizer", "infer_template", "load_chat_template"]
+__all__ = [
+    "InferenceError",
+    "InferredResponseTemplate",
+    "InferredTemplate",
+    "infer_for_tokenizer",
+    "infer_template",
+    "load_chat_template",
+]
 
 # Probe values: distinctive, so each is found exactly once in a rendering.
 _USER = "USER_PROBE_TEXT"
@@ -1080,12 +1087,26 @@ def _dropped_content(case) -> bool:
     return bool(expected) and bool(case.generation) and expected not in case.generation
 
 
-def infer_for_tokenizer(tokenizer: Any) -> dict | None:
-    """An inferred template for a loaded tokenizer's chat template, marked as inferred, or None.
+class InferredResponseTemplate(dict):
+    """A response template dict that was inferred from a chat template, not taken from the library.
 
-    For `template_for(..., infer=True)`: the dict returned carries `"x-inferred": true` is NOT added to
-    the template (transformers' loader rejects unknown keys); callers get the result of `infer_template`
-    through `InferredTemplate` when they need the report.
+    It is a plain dict for every consumer (our parser, transformers', `save_pretrained`); `.inferred` is True
+    and `.result` holds the `InferredTemplate` (confidence, verify summary, reasons).
+    """
+
+    inferred = True
+
+    def __init__(self, template: dict, result: InferredTemplate):
+        super().__init__(template)
+        self.result = result
+
+
+def infer_for_tokenizer(tokenizer: Any) -> InferredResponseTemplate | None:
+    """An inferred, verified template for a loaded tokenizer's chat template, or None.
+
+    The fallback of `template_for(tokenizer, infer=True)` when the library has no template: the result is
+    marked (`result.inferred`, `result.result.report()`), and None when the tokenizer has no chat template
+    (a Hub id alone is not enough: nothing is downloaded) or inference gives up.
     """
     source = getattr(tokenizer, "chat_template", None)
     if isinstance(source, dict):
@@ -1093,7 +1114,9 @@ def infer_for_tokenizer(tokenizer: Any) -> dict | None:
     if not isinstance(source, str) or not source.strip():
         return None
     result = infer_template(source, tokenizer=tokenizer)
-    return result.template
+    if result.template is None:
+        return None
+    return InferredResponseTemplate(result.template, result)
 
 
 # ---------------------------------------------------------------------------------------------

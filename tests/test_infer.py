@@ -183,15 +183,32 @@ def test_exported_from_the_package():
 
 
 def test_tokenizer_tokens_reach_the_chat_template():
-    template = "{% for m in messages %}{{ bos_token }}{{ m.content }}{{ eos_token }}{% endfor %}"
+    template = ("{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}{% endfor %}"
+                "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
     class Tok:
         bos_token, eos_token, chat_template = "<s>", "</s>", template
 
     result = infer_template(template, tokenizer=Tok())
+    assert result.ok, result.reasons
     assert result.options["eos_token"] == "</s>"
-    # infer_for_tokenizer gives the template only, or None
-    assert infer_for_tokenizer(Tok()) == result.template
+    assert result.markers["end_of_turn"] == "</s>"  # only the tokenizer's eos_token ends the turn here
+    assert parse_response("Hi there.</s>", result.template, prefix="<s><|user|>Hi</s><|assistant|>") == {
+        "role": "assistant", "content": "Hi there."}
+
+
+def test_infer_for_tokenizer_marks_the_template_as_inferred():
+    class Tok:
+        bos_token, eos_token, chat_template = "", "", JSON_TAGS
+
+    template = infer_for_tokenizer(Tok())
+    assert template.inferred is True and template.result.ok
+    assert template == infer_template(JSON_TAGS).template
+    assert json.loads(json.dumps(template)) == template  # a plain dict for every consumer
+    output = '<call>\n{"name": "get_time", "arguments": {}}\n</call><|end|>'
+    assert parse_response(output, template, prefix=PROMPT)["tool_calls"] == [_call("get_time", {})]
+    Tok.chat_template = UNKNOWN_SYNTAX
+    assert infer_for_tokenizer(Tok()) is None  # gave up: no template rather than a wrong one
     Tok.chat_template = None
     assert infer_for_tokenizer(Tok()) is None
 
