@@ -196,7 +196,7 @@ _COMMON_EOS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end
 
 # Special-token-like markup: <|x|>, <x>, </x>, [X], <｜x｜>.
 # Gemma 4 uses half-barred ones: <|turn>, <turn|>.
-_TOKEN = re.compile(r"<\|[^<>]*?\|>|<｜[^<>]*?｜>|<\|[^<>|\s]+>|<[A-Za-z_][^<>|\s]*\|>|</?[A-Za-z_][^<>\s]*(?:\s[^<>]*)?>"
+_TOKEN = re.compile(r"<\|[^<>]*?\|>|<｜[^<>]*?｜>|</?｜[^<>]*?>|<\|[^<>|\s]+>|<[A-Za-z_][^<>|\s]*\|>|</?[A-Za-z_][^<>\s]*(?:\s[^<>]*)?>"
                     r"|\[/?[A-Z_]+\]")
 
 
@@ -645,6 +645,9 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
         # No closing markup: only the end of the generation (or of the turn) ends the call, since a '}' can
         # end a nested value.
         calls.close = guard + r"\s*" + _optional(block_close) + r"\Z"
+        if block_close.strip():
+            # Calls listed inside a block: one ends at the block's end or where the next object starts.
+            calls.close = guard + r"\s*(?:" + _esc(block_close.strip()) + r"\s*|(?=\{))"
     if call_open.strip():
         calls.partial_open = _optional(block_open) + _esc(call_open.strip()) + r"\s*(?:```(?:json)?\s*)?"
     calls.transform = {"type": "function", "function": "{content}"} if keys == ("name", "arguments") else {
@@ -823,6 +826,14 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         template["start_anchor_pattern"] = pattern
     fields: dict = {}
     ends = list(dict.fromkeys(e for e in [turn.end, *turn.extra_ends] if e))
+    end_pattern = "|".join(re.escape(e) for e in ends)
+    opener = ((calls.literal.get("block_open") or "").strip() or (calls.literal.get("call_open") or "").strip()
+              if calls is not None else "")
+    for end in ends:
+        if opener.startswith(end) and opener != end:
+            # The call opener starts with the end-of-turn marker (GigaChat opens a call with a new message):
+            # that marker ends the turn only when no call follows.
+            end_pattern = end_pattern.replace(re.escape(end), re.escape(end) + "(?!" + _esc(opener[len(end):]) + ")")
     if reasoning is not None:
         fields["reasoning_content"] = {
             "open_pattern": r"\s*" + re.escape(reasoning.open) + r"\s*",
@@ -832,7 +843,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         field_ = {"open_pattern": calls.open, "close_pattern": calls.close}
         if ends:
             # A call the model did not close before ending its turn still ends there.
-            field_["close_pattern"] = calls.close + r"|\s*(?:" + "|".join(re.escape(e) for e in ends) + ").*"
+            field_["close_pattern"] = calls.close + r"|\s*(?:" + end_pattern + ").*"
         if calls.repeats:
             field_["repeats"] = True
         field_["content"] = calls.content
@@ -850,7 +861,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
     if turn.content_close:
         closes.append(r"\s*" + _esc(turn.content_close) + r"\s*")
     if ends:
-        closes.append(r"\s*(?:" + "|".join(re.escape(e) for e in ends) + ").*")
+        closes.append(r"\s*(?:" + end_pattern + ").*")
     if calls is not None and calls.partial_open:
         # An opener cut off by the end of the generation is markup, not content.
         closes.append(r"\s*" + calls.partial_open + r"\Z")
