@@ -257,6 +257,7 @@ class _Calls:
     content: str = "json"
     repeats: bool = True
     literal: dict = field(default_factory=dict)  # the literal markers found, for the report
+    end_guard: str = ""  # lookbehind a call's text must satisfy before the end of the turn closes it
 
 
 def _assistant(content: str, reasoning: bool, **extra) -> dict:
@@ -634,8 +635,12 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
     calls = _Calls(kind="json_object")
     head = _optional(block_open) + _esc(call_open.strip())
     lead = r"\{\s*" + re.escape(json.dumps(name_key)) + r"\s*:" if not call_open.strip() else ""
-    calls.open = r"\s*" + head + r"\s*(?:```(?:json)?\s*)?(?=\{" + lead[3:] + ")" if call_open.strip() else r"\s*(?=" + lead + ")"
+    if call_open.strip():
+        calls.open = r"\s*" + head + r"\s*(?:```(?:json)?\s*)?(?=\{)"
+    else:  # no per-call markup: the object itself, starting with its name key, opens a call
+        calls.open = r"\s*" + head + r"(?=" + lead + ")"
     guard = r"(?<=\})"
+    calls.end_guard = guard
     closing = _esc(call_close.strip())
     if closing:
         calls.close = guard + r"\s*(?:```\s*)?" + closing + r"\s*" + _optional(block_close)
@@ -699,6 +704,7 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
     calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>[^\s<>\"'{}]+?)"
                   + _generalise(tail) + r"(?=\s*[\[{])")
     guard = r"(?<=\})"  # arguments are a JSON object: a call ends only right after a '}'
+    calls.end_guard = guard
     if call_close.strip():
         calls.close = guard + r"\s*" + _generalise(call_close.strip()) + r"\s*" + _optional(block_close)
     else:
@@ -752,6 +758,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     # A parameter ends at its closing markup followed by the next parameter, the call's closing markup or the
     # end, so the same markup written inside a value does not end it.
     followers = [_esc(key_prefix.strip())] + [re.escape(t.group(0)) for t in _TOKEN.finditer(call_close_all)]
+    followers += [re.escape(t.group(0)) for t in _TOKEN.finditer(head)][-1:]
     tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + r"(?P<value>.*?)\n?"
            + _esc(value_suffix.strip()) + r"(?=\s*(?:" + "|".join(dict.fromkeys(followers)) + r"|\Z))")
     # Split the head and the close into what each call repeats and what wraps them all.
@@ -775,6 +782,8 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     calls.close = (r"\s*" + ending + r"\s*" + _optional(block_close)) if ending else r"\s*" + _optional(block_close)
     guards = dict.fromkeys([value_suffix.strip()[-1], (header_tail.strip() or call_head.strip())[-1:]])
     calls.close = "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + ")" + calls.close
+    # A call the model did not close before opening the next one still ends there.
+    calls.close += "|" + "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^<>\n]*"
     # Values stay text (the tools' schemas type them); _check retries with JSON values if verify needs them.
     calls.content_args = {"tag_pattern": tag}
@@ -843,7 +852,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         field_ = {"open_pattern": calls.open, "close_pattern": calls.close}
         if ends:
             # A call the model did not close before ending its turn still ends there.
-            field_["close_pattern"] = calls.close + r"|\s*(?:" + end_pattern + ").*"
+            field_["close_pattern"] = calls.close + "|" + calls.end_guard + r"\s*(?:" + end_pattern + ").*"
         if calls.repeats:
             field_["repeats"] = True
         field_["content"] = calls.content
