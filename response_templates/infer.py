@@ -315,6 +315,19 @@ def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
     return _Reasoning(open=opener.strip(), close=_first_token(closer), prefilled=prefilled)
 
 
+# Reasoning delimiters of well-known formats, used only when the chat template writes them in its source but never
+# renders reasoning_content (so they cannot be read from a rendering).
+_KNOWN_REASONING = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<seed:think>", "</seed:think>"),
+                    ("<|START_THINKING|>", "<|END_THINKING|>"), ("<|channel>thought", "<channel|>"))
+
+
+def _reasoning_from_source(source: str) -> _Reasoning | None:
+    for opener, closer in _KNOWN_REASONING:
+        if opener in source and closer in source:
+            return _Reasoning(open=opener, close=closer)
+    return None
+
+
 def _closing_of(opener: str, source: str) -> str:
     """The closing marker that goes with an opening one, when the chat template source writes it."""
     candidates = []
@@ -997,6 +1010,12 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         # The reasoning's closing text runs into the content's opening markup: each keeps its own.
         reasoning.close = reasoning.close[: -len(turn.content_open)].strip()
     _split_prefill(turn, reasoning)
+    guessed = None
+    if reasoning is None:
+        guessed = _reasoning_from_source(r.source)
+        if guessed is not None:
+            reasons.append(f"reasoning: the chat template never renders reasoning_content, but its source writes "
+                           f"{guessed.open!r} and {guessed.close!r}; they delimit reasoning in the template, not verified")
     calls = None
     try:
         _choose_arguments_mode(r)
@@ -1017,7 +1036,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             turn.extra_ends.append(closing)
     if scenarios:
         _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"])
-    template = _build(turn, reasoning, calls)
+    template = _build(turn, reasoning or guessed, calls)
     supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
                 "parallel_tool_calls": calls is not None and not any(x.startswith("parallel") for x in reasons)}
     options: dict = {"bos_token": kwargs.get("bos_token", ""), "eos_token": kwargs.get("eos_token", "")}
@@ -1043,6 +1062,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     if reasoning is not None:
         markers.update(reasoning_open=reasoning.open, reasoning_close=reasoning.close,
                        reasoning_prefilled=reasoning.prefilled)
+    if guessed is not None:
+        markers.update(reasoning_open=guessed.open, reasoning_close=guessed.close, reasoning_from="chat template source")
     if calls is not None:
         markers.update({f"tool_calls.{k}": v for k, v in calls.literal.items()})
     return _check(template, source, options, supports, markers, reasons)
