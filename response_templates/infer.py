@@ -243,6 +243,7 @@ class _Reasoning:
     open: str = ""
     close: str = ""
     prefilled: bool = False  # the generation prompt opens the reasoning block
+    always: bool = False  # ... in every turn (no thinking switch)
 
 
 @dataclass
@@ -682,6 +683,10 @@ def _json_array_calls(one, start, end, keys) -> _Calls:
     calls.open = r"\s*" + _esc(before.strip()) + r"\s*(?=\[)" if before.strip() else r"\s*(?=\[\s*\{)"
     # Without closing markup only the end ends the list: a ']' may end a nested value.
     calls.close = r"(?<=\])\s*" + _esc(after.strip()) + r"\s*" if after.strip() else r"(?<=\])\s*\Z"
+    if not after.strip():
+        # Text the model writes after the list starts on a new line.
+        calls.close += r"|(?<=\}\])[ \t]*(?=\n)"
+    calls.end_guard = r"(?<=\])"
     if before.strip():
         calls.partial_open = _esc(before.strip()) + r"\s*"
     calls.transform = {"type": "function", "function": {"name": "{%s}" % name_key, "arguments": "{%s}" % args_key}}
@@ -741,6 +746,7 @@ def _python_calls(one, start) -> _Calls:
     if before.strip():
         calls.partial_open = _esc(before.strip()) + r"\s*"
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}
+    calls.end_guard = r"(?<=\])"
     calls.literal = {"block_open": before, "block_close": after, "arguments": "Python call list"}
     return calls
 
@@ -861,6 +867,9 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             "open_pattern": r"\s*" + re.escape(reasoning.open) + r"\s*",
             "close_pattern": r"\s*" + re.escape(reasoning.close) + r"\s*",
         }
+        if reasoning.always:
+            # The prompt always opens the reasoning: a generation parsed without its prompt starts inside it.
+            fields["reasoning_content"]["open_pattern"] = r"\A(?:\s*" + re.escape(reasoning.open) + r")?\s*"
     if calls is not None:
         field_ = {"open_pattern": calls.open, "close_pattern": calls.close}
         if ends:
@@ -1036,6 +1045,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             turn.extra_ends.append(closing)
     if scenarios:
         _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"])
+    elif reasoning is not None and (reasoning.prefilled or turn.prefill.strip() == reasoning.open):
+        reasoning.always = True
     template = _build(turn, reasoning or guessed, calls)
     supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
                 "parallel_tool_calls": calls is not None and not any(x.startswith("parallel") for x in reasons)}
