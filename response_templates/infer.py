@@ -778,8 +778,10 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     # end, so the same markup written inside a value does not end it.
     followers = [_esc(key_prefix.strip())] + [re.escape(t.group(0)) for t in _TOKEN.finditer(call_close_all)]
     followers += [re.escape(t.group(0)) for t in _TOKEN.finditer(head)][-1:]
-    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + r"(?P<value>.*?)\n?"
-           + _esc(value_suffix.strip()) + r"(?=\s*(?:" + "|".join(dict.fromkeys(followers)) + r"|\Z))")
+    follow = "(?=\\s*(?:" + "|".join(dict.fromkeys(followers)) + r"|\Z))"
+    # Models sometimes drop a parameter's closing markup: the next parameter or the call's end ends it too.
+    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + r"(?P<value>.*?)(?:\n?"
+           + _esc(value_suffix.strip()) + follow + r"|\s*(?=" + _esc(key_prefix.strip()) + r"|\Z))")
     # Split the head and the close into what each call repeats and what wraps them all.
     block_open, call_head, call_close, block_close = "", head, call_close_all, ""
     if two is not None and _CALL_B[0] in two:
@@ -795,6 +797,15 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     name_chars = "[^\\s<>\"'" + (re.escape(stop) if stop and stop not in "<>\"'" else "") + "]+"
     calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>" + name_chars + ")"
                   + _esc(header_tail.rstrip()))
+    parts = call_head.split()
+    if len(parts) > 1 and not block_open.strip():
+        # Models sometimes drop the outer opener (<tool_call>) and write the inner one (<function=...>) alone:
+        # accept it when parameters or the call's closing markup follow.
+        first_close = _TOKEN.search(call_close)
+        ahead = [_esc(key_prefix.strip())] + ([re.escape(first_close.group(0))] if first_close else [])
+        calls.open = (r"\s*(?:" + _esc(parts[0]) + r"\s*" + _generalise(" ".join(parts[1:])) + "|"
+                      + _generalise(" ".join(parts[1:])) + r"(?=[^\n<>]*" + _esc(header_tail.rstrip()) + r"\s*(?:"
+                      + "|".join(ahead) + r")))\s*(?P<name>" + name_chars + ")" + _esc(header_tail.rstrip()))
     ending = _esc(call_close.strip())
     # A call ends at its closing markup right after a complete parameter (or right after the header when it has
     # none), so the same markup written inside a value does not end it.
