@@ -361,6 +361,9 @@ def _find_turn(r: _Renderer, reasoning: _Reasoning | None, reasons: list[str]) -
     turn.before_content = generation[:at]
     turn.content_open = _content_wrapper(lead, reasoning)
     turn.end = _first_token(generation[at + len(_CONTENT):])
+    if not turn.end:
+        # Nothing follows the turn itself (GLM): the model stops with the next turn's header.
+        turn.end = _next_header(r)
     after_end = generation[at + len(_CONTENT):]
     if turn.content_open and turn.end:
         # Content has its own markers: the turn ends at the next marker after the content's closing one.
@@ -388,6 +391,17 @@ def _find_turn(r: _Renderer, reasoning: _Reasoning | None, reasons: list[str]) -
     eos = r.kwargs.get("eos_token") or ""
     turn.extra_ends = [e for e in (eos, *_COMMON_EOS) if e and (e == eos or e not in r.source)]
     return turn
+
+
+def _next_header(r: _Renderer) -> str:
+    """The first marker the chat template writes after an assistant turn, when a user turn follows it."""
+    try:
+        text = r.render([_user(), _assistant(_CONTENT, r.with_reasoning), _user("SECOND_USER_PROBE")], False, False)
+    except Exception:
+        return ""
+    if _CONTENT not in text:
+        return ""
+    return _first_token(text[text.index(_CONTENT) + len(_CONTENT):])
 
 
 def _content_wrapper(lead: str, reasoning: _Reasoning | None) -> str:
@@ -422,10 +436,14 @@ def _split_prefill(turn: _Turn, reasoning: _Reasoning | None) -> None:
     turn.prefill = cut[0][1]
 
 
-def _optional_anchor_suffix(r: _Renderer, turn: _Turn, reasoning: _Reasoning | None, kwargs: dict) -> None:
+def _optional_anchor_suffix(r: _Renderer, turn: _Turn, reasoning: _Reasoning | None, kwargs: dict | None) -> None:
     """With thinking off, some generation prompts close the reasoning right after the anchor
-    (<｜Assistant｜></think>): accept that closing marker after the anchor."""
+    (<｜Assistant｜></think>): accept that closing marker after the anchor (always, when the template has
+    reasoning: a prompt that closed the reasoning says no reasoning follows)."""
     if reasoning is None:
+        return
+    turn.anchor_suffix = reasoning.close
+    if kwargs is None:
         return
     other = _Renderer(r.source, dict(r.kwargs, **kwargs))
     other.tools_always = r.tools_always
@@ -811,7 +829,10 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     # none), so the same markup written inside a value does not end it.
     calls.close = (r"\s*" + ending + r"\s*" + _optional(block_close)) if ending else r"\s*" + _optional(block_close)
     guards = dict.fromkeys([value_suffix.strip()[-1], (header_tail.strip() or call_head.strip())[-1:]])
-    calls.close = "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + ")" + calls.close
+    if len(_TOKEN.findall(call_close)) < 2:
+        # A one-marker close could be written inside a value; a sequence of markers (</function></tool_call>)
+        # is specific enough on its own.
+        calls.close = "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + ")" + calls.close
     # A call the model did not close before opening the next one still ends there.
     calls.close += "|" + "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^<>\n]*"
@@ -1054,9 +1075,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         if closing and not (calls.literal.get("block_open") or "").strip() and _TOKEN.fullmatch(closing):
             # Markup after the calls that no opener pairs with (Gemma's <|tool_response>) ends the turn.
             turn.extra_ends.append(closing)
-    if scenarios:
-        _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"])
-    elif reasoning is not None and (reasoning.prefilled or turn.prefill.strip() == reasoning.open):
+    _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
+    if not scenarios and reasoning is not None and (reasoning.prefilled or turn.prefill.strip() == reasoning.open):
         reasoning.always = True
     template = _build(turn, reasoning or guessed, calls)
     supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
