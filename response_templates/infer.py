@@ -682,6 +682,8 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
         # No closing markup: only the end of the generation (or of the turn) ends the call, since a '}' can
         # end a nested value.
         calls.close = guard + r"\s*" + _optional(block_close) + r"\Z"
+        # ... or a blank line after it: the model went on writing text.
+        calls.close += "|" + guard + r"(?=[ \t]*\n[ \t]*\n)"
         if block_close.strip():
             # Calls listed inside a block: one ends at the block's end or where the next object starts.
             calls.close = guard + r"\s*(?:" + _esc(block_close.strip()) + r"\s*|(?=\{))"
@@ -746,6 +748,8 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
     else:
         # No closing markup: the call ends at the end of the generation (a '}' may end a nested value).
         calls.close = guard + r"\s*" + _optional(block_close) + r"\Z"
+        # ... or a blank line after it: the model went on writing text.
+        calls.close += "|" + guard + r"(?=[ \t]*\n[ \t]*\n)"
     calls.close += "|" + guard + r"\s*(?=" + _generalise(call_head.strip()) + ")"
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\[{]*"
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
