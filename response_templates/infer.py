@@ -716,11 +716,17 @@ def _json_array_calls(one, start, end, keys) -> _Calls:
 
 
 def _generalise(text: str) -> str:
-    """A regex for a call header: indices and call ids vary from call to call."""
-    pattern = _esc(text)
+    """A regex for a call header: indices and call ids vary from call to call, and models often leave the
+    id out (with the marker that introduces it: [CALL_ID]abc123def)."""
     for call_id in _CALL_IDS:
-        pattern = pattern.replace(re.escape(call_id), r"[^\s<>]*")
-    return re.sub(r"(?<!\\)\d+", r"\\d+", pattern)
+        if call_id in text:
+            before, after = text.split(call_id, 1)
+            tokens = list(_TOKEN.finditer(before))
+            if tokens and tokens[-1].end() == len(before):
+                head, marker = before[: tokens[-1].start()], before[tokens[-1].start():]
+                return _generalise(head) + "(?:" + re.escape(marker) + r"[^\s<>\[\]{}]*)?" + _generalise(after)
+            return _generalise(before) + r"[^\s<>\[\]{}]*" + _generalise(after)
+    return re.sub(r"(?<!\\)\d+", r"\\d+", _esc(text))
 
 
 def _name_json_calls(one, two, start, end, reasons) -> _Calls:
