@@ -476,19 +476,24 @@ def _call_generation(r: _Renderer, turn: _Turn, calls: list[tuple], content: str
     return generation
 
 
-def _renders_calls_somehow(r: _Renderer, turn: _Turn) -> bool:
-    """Whether a message with a call renders differently from the same message without it."""
+def _renders_calls_somehow(r: _Renderer, turn: _Turn) -> str:
+    """Whether a message with a call renders differently from the same message without it, or cannot be
+    rendered at all (then the calls it would write are unknown: no template is safer than one without calls)."""
+    failures = []
     for mode in ("dict", "json_string"):
         r.arguments = mode
         try:
             with_call = r.turn([_user()], _assistant(_CONTENT, False, tool_calls=[_call(*_CALL_A, _CALL_IDS[0])]), True)
             without = r.turn([_user()], _assistant(_CONTENT, False), True)
-        except Exception:
+        except Exception as error:
+            failures.append(f"{type(error).__name__}: {error}")
             continue
         if with_call[1] != without[1]:
-            return True
+            return "the chat template writes something for tool calls, but not their name and arguments as given"
     r.arguments = "dict"
-    return False
+    if len(failures) == 2:
+        return f"the chat template fails when it renders a tool call ({failures[0][:160]})"
+    return ""
 
 
 def _choose_arguments_mode(r: _Renderer) -> None:
@@ -1071,9 +1076,9 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     try:
         _choose_arguments_mode(r)
     except InferenceError as error:
-        if _renders_calls_somehow(r, turn):
-            raise InferenceError(f"cannot infer: the chat template writes something for tool calls, but not their "
-                                 f"name and arguments as given ({error})") from None
+        why = _renders_calls_somehow(r, turn)
+        if why:
+            raise InferenceError(f"cannot infer: {why}") from None
         reasons.append(str(error))  # no tool calls in this format: a template for reasoning and content only
     else:
         calls = _infer_calls(r, turn, reasons)
