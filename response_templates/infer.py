@@ -235,6 +235,7 @@ class _Turn:
     reasoning_close: str = ""
     extra_ends: list = field(default_factory=list)  # the tokenizer's EOS and common EOS tokens
     anchor_suffix: str = ""  # a reasoning close the generation prompt may write right after the anchor
+    empty_reasoning: tuple = ()  # (open, close) of the reasoning markers, to drop empty blocks from call probes
     end: str = ""  # end-of-turn marker
 
 
@@ -473,6 +474,11 @@ def _call_generation(r: _Renderer, turn: _Turn, calls: list[tuple], content: str
         generation = generation[len(turn.before_content):]
     if turn.end and turn.end in generation:
         generation = generation[: generation.rindex(turn.end)]
+    if turn.empty_reasoning:
+        # An empty reasoning block the template writes before calls (Cohere's <|START_THINKING|><|END_THINKING|>)
+        # belongs to the reasoning field, not to the calls' markup.
+        opener, closer = turn.empty_reasoning
+        generation = re.sub(re.escape(opener) + r"\s*" + re.escape(closer) + r"\s*", "", generation, count=1)
     return generation
 
 
@@ -1072,6 +1078,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         if guessed is not None:
             reasons.append(f"reasoning: the chat template never renders reasoning_content, but its source writes "
                            f"{guessed.open!r} and {guessed.close!r}; they delimit reasoning in the template, not verified")
+    if reasoning or guessed:
+        turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
     calls = None
     try:
         _choose_arguments_mode(r)
