@@ -1164,6 +1164,9 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
         elif case.name in ("nested_unicode_arguments", "marker_text_arguments") and _python_literals(case.generation):
             skip[case.name] = ("the chat template writes nested argument values as Python literals (None, True, "
                                "single quotes), which is not what the model writes")
+        elif case.name in ("nested_unicode_arguments", "marker_text_arguments") and _invalid_python_calls(case, template):
+            skip[case.name] = ("the chat template writes string values without escaping their quotes, which is not "
+                               "valid Python: not what the model writes")
     if skip:
         options = dict(options, skip_cases=skip)
         report = verify(template, source, options=options, supports=supports)
@@ -1188,6 +1191,22 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
                        + "; ".join(report.failures[0].diff)[:300])
         return InferredTemplate(None, 0.0, report.summary(), reasons, markers, options, supports)
     return InferredTemplate(template, confidence, report.summary(), reasons, markers, options, supports)
+
+
+def _invalid_python_calls(case, template: dict) -> bool:
+    """Whether the rendered Python call list itself does not parse (the chat template does not escape strings)."""
+    import ast
+
+    if (template["fields"].get("tool_calls") or {}).get("content") != "python-call-list":
+        return False
+    start, end = case.generation.find("["), case.generation.rfind("]")
+    if start < 0 or end < start:
+        return False
+    try:
+        ast.parse(case.generation[start:end + 1], mode="eval")
+    except SyntaxError:
+        return True
+    return False
 
 
 def _python_literals(text: str) -> bool:
