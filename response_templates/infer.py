@@ -474,6 +474,9 @@ def _call_generation(r: _Renderer, turn: _Turn, calls: list[tuple], content: str
         generation = generation[len(turn.before_content):]
     if turn.end and turn.end in generation:
         generation = generation[: generation.rindex(turn.end)]
+    if turn.prefill.strip() and turn.empty_reasoning and generation.lstrip().startswith(turn.empty_reasoning[1]):
+        # The prompt opened the reasoning and the turn closes it before the calls.
+        generation = generation.lstrip()[len(turn.empty_reasoning[1]):]
     if turn.empty_reasoning:
         # An empty reasoning block the template writes before calls (Cohere's <|START_THINKING|><|END_THINKING|>)
         # belongs to the reasoning field, not to the calls' markup.
@@ -1071,13 +1074,16 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     if reasoning is not None and turn.content_open and reasoning.close.endswith(turn.content_open):
         # The reasoning's closing text runs into the content's opening markup: each keeps its own.
         reasoning.close = reasoning.close[: -len(turn.content_open)].strip()
-    _split_prefill(turn, reasoning)
     guessed = None
     if reasoning is None:
         guessed = _reasoning_from_source(r.source)
         if guessed is not None:
             reasons.append(f"reasoning: the chat template never renders reasoning_content, but its source writes "
                            f"{guessed.open!r} and {guessed.close!r}; they delimit reasoning in the template, not verified")
+            if turn.content_open.startswith(guessed.close):
+                # A prompt that opened the reasoning: the turn closes it before the content's own markup.
+                turn.content_open = turn.content_open[len(guessed.close):].strip()
+    _split_prefill(turn, reasoning or guessed)
     if reasoning or guessed:
         turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
     calls = None
@@ -1099,8 +1105,9 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             # Markup after the calls that no opener pairs with (Gemma's <|tool_response>) ends the turn.
             turn.extra_ends.append(closing)
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
-    if not scenarios and reasoning is not None and (reasoning.prefilled or turn.prefill.strip() == reasoning.open):
-        reasoning.always = True
+    thinking = reasoning or guessed
+    if not scenarios and thinking is not None and (thinking.prefilled or turn.prefill.strip() == thinking.open):
+        thinking.always = True
     template = _build(turn, reasoning or guessed, calls)
     supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
                 "parallel_tool_calls": calls is not None and not any(x.startswith("parallel") for x in reasons)}
