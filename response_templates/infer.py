@@ -245,6 +245,7 @@ class _Reasoning:
     close: str = ""
     prefilled: bool = False  # the generation prompt opens the reasoning block
     always: bool = False  # ... in every turn (no thinking switch)
+    conventional: bool = False  # not from the chat template: the common <think> convention
 
 
 @dataclass
@@ -1077,7 +1078,13 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     guessed = None
     if reasoning is None:
         guessed = _reasoning_from_source(r.source)
-        if guessed is not None:
+        if guessed is None and not any(m in r.source for pair in _KNOWN_REASONING for m in pair):
+            # Many models reason in <think> ... </think> whatever their chat template shows (Granite 4, MiMo):
+            # read such a block as reasoning. Only that exact markup is affected.
+            guessed = _Reasoning(open="<think>", close="</think>", conventional=True)
+            reasons.append("reasoning: the chat template shows no reasoning markup; a <think> ... </think> block is "
+                           "read as reasoning by convention (not verified)")
+        elif guessed is not None:
             reasons.append(f"reasoning: the chat template never renders reasoning_content, but its source writes "
                            f"{guessed.open!r} and {guessed.close!r}; they delimit reasoning in the template, not verified")
             if turn.content_open.startswith(guessed.close):
@@ -1135,7 +1142,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         markers.update(reasoning_open=reasoning.open, reasoning_close=reasoning.close,
                        reasoning_prefilled=reasoning.prefilled)
     if guessed is not None:
-        markers.update(reasoning_open=guessed.open, reasoning_close=guessed.close, reasoning_from="chat template source")
+        origin = "convention" if guessed.conventional else "chat template source"
+        markers.update(reasoning_open=guessed.open, reasoning_close=guessed.close, reasoning_from=origin)
     if calls is not None:
         markers.update({f"tool_calls.{k}": v for k, v in calls.literal.items()})
     return _check(template, source, options, supports, markers, reasons)
