@@ -761,7 +761,7 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
         raise InferenceError("tool calls: a name followed by JSON arguments with no marker before it")
     calls = _Calls(kind="name_json")
     calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>[^\s<>\"'{}]+?)"
-                  + _generalise(tail) + r"(?=\s*[\[{])")
+                  + _generalise(tail).replace("```json", "```(?:json)?") + r"(?=\s*[\[{])")
     guard = r"(?<=\})"  # arguments are a JSON object: a call ends only right after a '}'
     calls.end_guard = guard
     if call_close.strip():
@@ -772,6 +772,8 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
         # ... or a blank line after it: the model went on writing text.
         calls.close += "|" + guard + r"(?=[ \t]*\n[ \t]*\n)"
     calls.close += "|" + guard + r"\s*(?=" + _generalise(call_head.strip()) + ")"
+    if block_close.strip():
+        calls.close += "|" + guard + r"\s*(?:```\s*)?" + _esc(block_close.strip()) + r"\s*"
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\[{]*"
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
     calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": tail, "call_close": call_close,
@@ -931,7 +933,8 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         field_ = {"open_pattern": calls.open, "close_pattern": calls.close}
         if ends:
             # A call the model did not close before ending its turn still ends there.
-            field_["close_pattern"] = calls.close + "|" + calls.end_guard + r"\s*(?:" + end_pattern + ").*"
+            field_["close_pattern"] = (calls.close + "|" + calls.end_guard + r"\s*(?:```\s*)?(?:" + end_pattern
+                                       + ").*")
         if calls.repeats:
             field_["repeats"] = True
         field_["content"] = calls.content
@@ -1070,6 +1073,11 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         r.render([_user()], False, True)
     except Exception:
         r.tools_always = True  # some chat templates fail without tools
+    try:
+        _choose_arguments_mode(r)  # early: the tool-result history that gives a second anchor holds a call
+        arguments_error = None
+    except InferenceError as error:
+        arguments_error = error
     reasoning = _find_reasoning(r, reasons)
     turn = _find_turn(r, reasoning, reasons)
     if reasoning is not None and turn.content_open and reasoning.close.endswith(turn.content_open):
@@ -1094,13 +1102,17 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     if reasoning or guessed:
         turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
     calls = None
-    try:
-        _choose_arguments_mode(r)
-    except InferenceError as error:
+    if arguments_error is not None:
+        try:  # again, now that the probes carry what the chat template needs (reasoning, a synthesised close)
+            _choose_arguments_mode(r)
+            arguments_error = None
+        except InferenceError as error:
+            arguments_error = error
+    if arguments_error is not None:
         why = _renders_calls_somehow(r, turn)
         if why:
             raise InferenceError(f"cannot infer: {why}") from None
-        reasons.append(str(error))  # no tool calls in this format: a template for reasoning and content only
+        reasons.append(str(arguments_error))  # no tool calls in this format: a template for reasoning and content
     else:
         calls = _infer_calls(r, turn, reasons)
         if calls is None:
