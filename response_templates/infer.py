@@ -741,7 +741,23 @@ def _generalise(text: str) -> str:
                 head, marker = before[: tokens[-1].start()], before[tokens[-1].start():]
                 return _generalise(head) + "(?:" + re.escape(marker) + r"[^\s<>\[\]{}]*)?" + _generalise(after)
             return _generalise(before) + r"[^\s<>\[\]{}]*" + _generalise(after)
-    return re.sub(r"(?<!\\)\d+", r"\\d+", _esc(text))
+    return re.sub(r"(?<!\\)\d+", r"\\d+", _esc_loose(text))
+
+
+def _esc_loose(text: str) -> str:
+    """Like _esc, and models may also put spaces around a special token (<|tool_call_begin|> functions.x :0 <|...|>)."""
+    out, last = [], 0
+    for token in _TOKEN.finditer(text):
+        out.append(_esc(text[last:token.start()]))
+        if token.start() > 0 and not text[token.start() - 1].isspace():
+            out.append(r"\s*")
+        out.append(re.escape(token.group(0)))
+        if not text[token.end():token.end() + 1].isspace():
+            out.append(r"\s*")
+        last = token.end()
+    out.append(_esc(text[last:]))
+    pattern = "".join(out)
+    return pattern[: -len(r"\s*")] if pattern.endswith(r"\s*") and not text[-1:].isspace() else pattern
 
 
 def _name_json_calls(one, two, start, end, reasons) -> _Calls:
