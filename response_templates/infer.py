@@ -1204,6 +1204,8 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
             skip[case.name] = "the chat template cannot render this case: " + case.diff[0][:160]
         elif _dropped_content(case):
             skip[case.name] = "the chat template does not render the content of this turn"
+        elif _content_moved_to_reasoning(case):
+            skip[case.name] = "the chat template writes this turn's content as reasoning"
         elif case.name in ("nested_unicode_arguments", "marker_text_arguments") and _python_literals(case.generation):
             skip[case.name] = ("the chat template writes nested argument values as Python literals (None, True, "
                                "single quotes), which is not what the model writes")
@@ -1254,6 +1256,13 @@ def _invalid_python_calls(case, template: dict) -> bool:
 
 def _python_literals(text: str) -> bool:
     return bool(re.search(r"[:=(,\[{]\s*(?:None|True|False)\b|[{\[,]\s*'[^']*'\s*:", text))
+
+
+def _content_moved_to_reasoning(case) -> bool:
+    expected = ((case.expected or {}).get("content") or "").strip()
+    parsed = case.parsed or {}
+    return bool(expected) and (parsed.get("reasoning_content") or "").strip().endswith(expected) and not (
+        parsed.get("content") or "").strip()
 
 
 def _dropped_content(case) -> bool:
