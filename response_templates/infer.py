@@ -670,6 +670,11 @@ def _optional(text: str) -> str:
     return f"(?:{_esc(text.strip())}\\s*)?" if text.strip() else ""
 
 
+def _tail(text: str) -> str:
+    """Optional closing markup after a call; whitespace after it is left to the content that follows."""
+    return f"(?:\\s*{_esc(text.strip())})?" if text.strip() else ""
+
+
 def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
     name_key, args_key = keys
     second = None
@@ -690,7 +695,7 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
     calls.end_guard = guard
     closing = _esc(call_close.strip())
     if closing:
-        calls.close = guard + r"\s*(?:```\s*)?" + closing + r"\s*" + _optional(block_close)
+        calls.close = guard + r"\s*(?:```\s*)?" + closing + _tail(block_close)
         # A call the model did not close before opening the next one still ends there.
         calls.close += "|" + guard + r"\s*(?=" + _esc(call_open.strip()) + ")"
     else:
@@ -701,7 +706,7 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
         calls.close += "|" + guard + r"(?=[ \t]*\n[ \t]*\n)"
         if block_close.strip():
             # Calls listed inside a block: one ends at the block's end or where the next object starts.
-            calls.close = guard + r"\s*(?:" + _esc(block_close.strip()) + r"\s*|(?=\{))"
+            calls.close = guard + r"\s*(?:" + _esc(block_close.strip()) + r"|(?=\{))"
     if call_open.strip():
         calls.partial_open = _optional(block_open) + _esc(call_open.strip()) + r"\s*(?:```(?:json)?\s*)?"
     calls.transform = {"type": "function", "function": "{content}"} if keys == ("name", "arguments") else {
@@ -717,7 +722,7 @@ def _json_array_calls(one, start, end, keys) -> _Calls:
     calls = _Calls(kind="json_array", content="json", repeats=False, transform_each=True)
     calls.open = r"\s*" + _esc(before.strip()) + r"\s*(?=\[)" if before.strip() else r"\s*(?=\[\s*\{)"
     # Without closing markup only the end ends the list: a ']' may end a nested value.
-    calls.close = r"(?<=\])\s*" + _esc(after.strip()) + r"\s*" if after.strip() else r"(?<=\])\s*\Z"
+    calls.close = r"(?<=\])\s*" + _esc(after.strip()) if after.strip() else r"(?<=\])\s*\Z"
     if not after.strip():
         # Text the model writes after the list starts on a new line.
         calls.close += r"|(?<=\}\])[ \t]*(?=\n)"
@@ -781,7 +786,7 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
     guard = r"(?<=\})"  # arguments are a JSON object: a call ends only right after a '}'
     calls.end_guard = guard
     if call_close.strip():
-        calls.close = guard + r"\s*" + _generalise(call_close.strip()) + r"\s*" + _optional(block_close)
+        calls.close = guard + r"\s*" + _generalise(call_close.strip()) + _tail(block_close)
     else:
         # No closing markup: the call ends at the end of the generation (a '}' may end a nested value).
         calls.close = guard + r"\s*" + _optional(block_close) + r"\Z"
@@ -789,7 +794,7 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
         calls.close += "|" + guard + r"(?=[ \t]*\n[ \t]*\n)"
     calls.close += "|" + guard + r"\s*(?=" + _generalise(call_head.strip()) + ")"
     if block_close.strip():
-        calls.close += "|" + guard + r"\s*(?:```\s*)?" + _esc(block_close.strip()) + r"\s*"
+        calls.close += "|" + guard + r"\s*(?:```\s*)?" + _esc(block_close.strip())
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\[{]*"
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
     calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": tail, "call_close": call_close,
@@ -803,7 +808,7 @@ def _python_calls(one, start) -> _Calls:
     calls = _Calls(kind="python", content="python-call-list", repeats=False, transform_each=True)
     lead = r"(?=\[\s*[A-Za-z_][A-Za-z0-9_.-]*\s*\()"
     calls.open = r"\s*" + (_esc(before.strip()) + r"\s*" if before.strip() else "") + lead
-    calls.close = r"(?<=\)\s*\])\s*" + (_esc(after.strip()) + r"\s*" if after.strip() else "")
+    calls.close = r"(?<=\)\s*\])" + (r"\s*" + _esc(after.strip()) if after.strip() else "")
     if before.strip():
         calls.partial_open = _esc(before.strip()) + r"\s*"
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}
@@ -870,7 +875,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     ending = _esc(call_close.strip())
     # A call ends at its closing markup right after a complete parameter (or right after the header when it has
     # none), so the same markup written inside a value does not end it.
-    calls.close = (r"\s*" + ending + r"\s*" + _optional(block_close)) if ending else r"\s*" + _optional(block_close)
+    calls.close = (r"\s*" + ending + _tail(block_close)) if ending else r"\s*" + _tail(block_close)
     guards = dict.fromkeys([value_suffix.strip()[-1], (header_tail.strip() or call_head.strip())[-1:]])
     if len(_TOKEN.findall(call_close)) < 2:
         # A one-marker close could be written inside a value; a sequence of markers (</function></tool_call>)
@@ -938,9 +943,12 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             # that marker ends the turn only when no call follows.
             end_pattern = end_pattern.replace(re.escape(end), re.escape(end) + "(?!" + _esc(opener[len(end):]) + ")")
     if reasoning is not None:
+        # Whitespace around the reasoning belongs to its markers, and the text is kept as written (strip off), so
+        # streamed chunks add up to the final value.
         fields["reasoning_content"] = {
             "open_pattern": r"\s*" + re.escape(reasoning.open) + r"\s*",
-            "close_pattern": r"\s*" + re.escape(reasoning.close) + r"\s*",
+            "close_pattern": r"\s*" + re.escape(reasoning.close) + r"\s*|\s*\Z",
+            "content_args": {"strip": False},
         }
         if reasoning.always:
             # The prompt always opens the reasoning: a generation parsed without its prompt starts inside it.
@@ -974,7 +982,10 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         closes.append(r"\s*" + calls.partial_open + r"\Z")
     if closes:
         content["close_pattern"] = "|".join(closes)
-    content.update({"content": "text", "repeats": True, "join": "\n\n"})
+    # Text is kept as written (no strip): whitespace before markup belongs to the markup's pattern, trailing
+    # whitespace at the end is dropped by the last alternative; pieces around calls join as they were written.
+    content["close_pattern"] = "|".join(closes + [r"\s*\Z"])
+    content.update({"content": "text", "content_args": {"strip": False}, "repeats": True, "join": ""})
     fields["content"] = content
     template["fields"] = fields
     return template
