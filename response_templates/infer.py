@@ -954,10 +954,18 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             # The prompt always opens the reasoning: a generation parsed without its prompt starts inside it.
             fields["reasoning_content"]["open_pattern"] = r"\A(?:\s*" + re.escape(reasoning.open) + r")?\s*"
     if calls is not None:
-        field_ = {"open_pattern": calls.open, "close_pattern": calls.close}
+        close = calls.close
+        first = _TOKEN.search(opener) if opener else None
+        if first:
+            # Calls written first in the message (or right after the reasoning) are followed by markup whitespace;
+            # after text, the whitespace belongs to the text that follows (it separates the two pieces).
+            starts = r"(?<![\s\S])" + ("|" + re.escape(reasoning.close) if reasoning is not None else "")
+            close = ("(?:" + close + r")(?:(?<=(?:" + starts + r")\s*" + re.escape(first.group(0))
+                     + r"[\s\S]{0,200})\s*)?")
+        field_ = {"open_pattern": calls.open, "close_pattern": close}
         if ends:
             # A call the model did not close before ending its turn still ends there.
-            field_["close_pattern"] = (calls.close + "|" + calls.end_guard + r"\s*(?:```\s*)?(?:" + end_pattern
+            field_["close_pattern"] = (close + "|" + calls.end_guard + r"\s*(?:```\s*)?(?:" + end_pattern
                                        + ").*")
         if calls.repeats:
             field_["repeats"] = True
@@ -984,7 +992,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         content["close_pattern"] = "|".join(closes)
     # Text is kept as written (no strip): whitespace before markup belongs to the markup's pattern, trailing
     # whitespace at the end is dropped by the last alternative; pieces around calls join as they were written.
-    content["close_pattern"] = "|".join(closes + [r"\s*\Z"])
+    content["close_pattern"] = "|".join([r"(?<![\s\S])\s+"] + closes + [r"\s*\Z"])  # leading whitespace: markup
     content.update({"content": "text", "content_args": {"strip": False}, "repeats": True, "join": ""})
     fields["content"] = content
     template["fields"] = fields
