@@ -129,9 +129,16 @@ def summary(rows: list[Row]) -> tuple[int, int]:
 
 def render(rows: list[Row]) -> str:
     passed, total = summary(rows)
+    tool_rows = [r for r in rows if r.renders_calls]
+    verified = sum(r.inferred for r in tool_rows)
+    same = sum(r.corpus_same for r in tool_rows)
+    cases = sum(r.corpus_total for r in tool_rows)
     lines = [f"Inference over the {len(rows)} chat templates of the shared test folder: {total} render tool calls; for "
              f"{passed} of them ({100 * passed // max(total, 1)}%) the inferred template passes `verify` and, for "
-             "files a library entry lists, parses that entry's corpus to the same messages as the library's template.",
+             "files a library entry lists, parses that entry's corpus to the same messages as the library's template. "
+             f"For {verified} ({100 * verified // max(total, 1)}%) it passes `verify`; over their corpora, {same} of "
+             f"{cases} cases ({100 * same // max(cases, 1)}%) parse as with the library's template. The others say "
+             "why inference gave up.",
              "", "| Chat template | Library entry | Tool calls rendered | Inferred | Corpus (same as library) | Reason |",
              "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
