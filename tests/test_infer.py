@@ -320,3 +320,18 @@ def test_coverage_target_of_issue_13(coverage_rows):
     module, rows = coverage_rows
     passed, total = module.summary(rows)
     assert passed / total >= 0.85
+
+
+def test_template_for_falls_back_to_inference_when_asked():
+    import inspect
+
+    if "infer" not in inspect.signature(rt.template_for).parameters:
+        pytest.skip("library.template_for has no infer= flag yet (the lead adds the one-line hook at merge)")
+
+    class Tok:
+        name_or_path, bos_token, eos_token, chat_template = "someone/unknown-model", "", "", JSON_TAGS
+
+    assert rt.template_for(Tok()) is None  # no library entry, and inference is opt-in
+    template = rt.template_for(Tok(), infer=True)
+    assert template.inferred is True and template == infer_template(JSON_TAGS).template
+    assert rt.template_for("someone/unknown-model", infer=True) is None  # an id alone: nothing to infer from
