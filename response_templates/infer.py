@@ -658,14 +658,6 @@ def _envelope(one: str, start: int, end: int, two: str | None, second: tuple[int
     return _split_repeat(before, after, two[second[0]:second[1]])
 
 
-def _between_calls(two: str, first_end_marker: str, second_start_marker: str) -> tuple[int, int] | None:
-    i = two.find(first_end_marker)
-    j = two.find(second_start_marker, i + 1)
-    if i < 0 or j < 0:
-        return None
-    return i + len(first_end_marker), j
-
-
 def _optional(text: str) -> str:
     return f"(?:{_esc(text.strip())}\\s*)?" if text.strip() else ""
 
@@ -831,7 +823,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     t2 = one[v2 + len(str(arguments[keys[1]])):]  # value suffix + call close
     infix1 = one[k1 + len(keys[0]):v1]
     infix2 = one[k2 + len(keys[1]):v2]
-    key_prefix = _cut_after_token(t1[len(t1) - _common_suffix_len(t0, t1):], leading=True)
+    key_prefix = _cut_after_token(t1[len(t1) - _common_suffix_len(t0, t1):])
     value_suffix = _cut_to_token(t1[:_common_prefix_len(t1, t2)])
     if not key_prefix.strip() or not value_suffix.strip():
         raise InferenceError(f"tool calls: parameter markup not found around keys and values in {one!r}")
@@ -909,7 +901,7 @@ def _cut_to_token(text: str) -> str:
     return stripped[: ends[-1]] if ends and ends[-1] < len(stripped) else stripped
 
 
-def _cut_after_token(text: str, leading: bool) -> str:
+def _cut_after_token(text: str) -> str:
     """Trim a common suffix forward to the start of its first complete marker ('>\\n<parameter=' -> '<parameter=')."""
     stripped = text.lstrip()
     starts = [m.start() for m in re.finditer(r"[<\[｜]", stripped)]
