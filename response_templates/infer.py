@@ -717,7 +717,8 @@ def _json_array_calls(one, start, end, keys) -> _Calls:
     calls.close = r"(?<=\])\s*" + _esc(after.strip()) if after.strip() else r"(?<=\])\s*\Z"
     if not after.strip():
         # Text the model writes after the list starts on a new line.
-        calls.close += r"|(?<=\}\])[ \t]*(?=\n)"
+        # (not inside a pretty-printed list: the next line must not continue the JSON)
+        calls.close += r"|(?<=\}\])[ \t]*(?=\n\s*[^\s,}\]\"])"
     calls.end_guard = r"(?<=\])"
     if before.strip():
         calls.partial_open = _esc(before.strip()) + r"\s*"
