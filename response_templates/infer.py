@@ -647,7 +647,11 @@ def _loose_json_arguments(one: str, name: str, arguments: dict):
         parsed = parse_json(text, args)
     except ValueError:
         return None
-    return (brace, last + 1, args) if parsed == arguments and args else None
+    if parsed != arguments or not args:
+        return None
+    # In such a dialect the model may write keys it cannot express (city-name:): keep those arguments as text
+    # rather than losing the call.
+    return brace, last + 1, dict(args, allow_non_json=True)
 
 
 def _envelope(one: str, start: int, end: int, two: str | None, second: tuple[int, int] | None):
