@@ -395,6 +395,21 @@ def _find_turn(r: _Renderer, reasoning: _Reasoning | None, reasons: list[str]) -
     return turn
 
 
+def _tool_turn_header(r: _Renderer, calls: _Calls) -> str:
+    """The first marker the chat template writes after a turn with calls when a tool result follows."""
+    last = (calls.literal.get("block_close") or "").strip() or (calls.literal.get("call_close") or "").strip()
+    try:
+        text = r.render(_tool_history(), True, False)
+    except Exception:
+        return ""
+    end = text.find("TOOL_RESULT_PROBE")
+    at = text.rfind(last, 0, end) if last else -1
+    if at < 0:
+        return ""
+    token = _TOKEN.match(text[at + len(last):end].lstrip())
+    return token.group(0) if token else ""
+
+
 def _next_header(r: _Renderer) -> str:
     """The first marker the chat template writes after an assistant turn, when a user turn follows it."""
     try:
@@ -881,8 +896,9 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     # A call the model did not close before opening the next one still ends there.
     calls.close += "|" + "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^<>\n]*"
-    # Values stay text (the tools' schemas type them); _check retries with JSON values if verify needs them.
-    calls.content_args = {"tag_pattern": tag}
+    # Values stay text as written (the tools' schemas type them); _check retries with JSON values if verify
+    # needs them.
+    calls.content_args = {"tag_pattern": tag, "value_parser": {"name": "text", "args": {"strip": False}}}
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
     calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": header_tail,
                      "parameter_open": key_prefix, "key_value_separator": infix1, "parameter_close": value_suffix,
@@ -1155,6 +1171,11 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         if closing and not (calls.literal.get("block_open") or "").strip() and _TOKEN.fullmatch(closing):
             # Markup after the calls that no opener pairs with (Gemma's <|tool_response>) ends the turn.
             turn.extra_ends.append(closing)
+        header = _tool_turn_header(r, calls)
+        if header and header not in turn.extra_ends and header != turn.end:
+            # What the chat template writes after a turn with calls, before the tool results (GLM's
+            # <|observation|>): the model stops there.
+            turn.extra_ends.append(header)
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
     thinking = reasoning or guessed
     if not scenarios and thinking is not None and (thinking.prefilled or turn.prefill.strip() == thinking.open):
