@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verify import _TOOLS, _split, render_chat_template, verify
+from .verification import _TOOLS, _split, render_chat_template, verify
 
 __all__ = [
     "InferenceError",
