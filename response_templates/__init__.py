@@ -16,6 +16,7 @@ from .core import (
     set_regex_timeout,
 )
 
+from .infer import InferredTemplate, infer_template  # noqa: F401  (inference from chat templates)
 from .integration import attach, patch, unpatch
 from .library import get_entry, get_template, list_templates, template_for
 from .openai_adapter import OpenAIStreamAdapter, to_openai_message

@@ -6,6 +6,7 @@
     response-templates parse --template qwen3 --prefix-file prompt.txt --stream < out.txt     # events, one per line
     response-templates parse --template my_template.json --openai --tools tools.json < out.txt  # OpenAI chunks
     response-templates verify --template qwen3 --chat-template Qwen--Qwen3-8B.jinja
+    response-templates infer path/to/model_dir                # infer a template from a chat template
     response-templates push --help                            # open Hub pull requests (maintainers)
 
 Errors are reported as one line on stderr with a non-zero exit status (2 for usage errors, 1 otherwise).
@@ -423,6 +424,15 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cmd_infer(args: argparse.Namespace) -> int:
+    from response_templates.infer import InferenceError, cli_infer
+
+    try:
+        return cli_infer(args)
+    except InferenceError as error:
+        raise CLIError(str(error)) from None
+
+
 def _cmd_push(argv: list[str]) -> int:
     from response_templates import publish  # imported only here: it needs huggingface_hub
 
@@ -492,6 +502,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder holding the chat templates a library entry lists (default: RESPONSE_TEMPLATES_CHAT_TEMPLATES)",
     )
 
+    from response_templates.infer import add_infer_parser  # `infer` lives with the inference code
+
+    add_infer_parser(sub)
+
     sub.add_parser("push", help="open Hub pull requests adding templates (see `push --help`)", add_help=False)
     return parser
 
@@ -512,6 +526,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise CLIError("--early-arguments only applies with --openai")
         if args.command == "parse" and args.chunk_size is not None and not (args.stream or args.openai):
             raise CLIError("--chunk-size only applies with --stream or --openai")
+        if args.command == "infer":
+            return _cmd_infer(args)
         return {"list": _cmd_list, "show": _cmd_show, "parse": _cmd_parse, "verify": _cmd_verify}[args.command](args)
     except CLIError as error:
         _fail(str(error))

@@ -1,0 +1,337 @@
+"""Inferring a response template from a chat template (response_templates.infer).
+
+The unit tests use small chat templates written here for the purpose (one per call syntax); the coverage
+tests read the real chat templates of RESPONSE_TEMPLATES_CHAT_TEMPLATES and skip without it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import response_templates as rt
+from response_templates import ResponseParser, load_template, parse_response
+from response_templates.cli import main as cli_main
+from response_templates.infer import InferenceError, infer_for_tokenizer, infer_template, load_chat_template
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
+needs_folder = pytest.mark.skipif(
+    not FOLDER or not os.path.isdir(FOLDER),
+    reason="set RESPONSE_TEMPLATES_CHAT_TEMPLATES to the shared chat templates folder to measure inference on them",
+)
+
+# --- small chat templates, one per call syntax ------------------------------------------------------------
+
+_HEAD = """{%- for m in messages %}
+{%- if m.role == 'assistant' %}<|turn|>assistant
+{% if m.reasoning_content %}<think>
+{{ m.reasoning_content }}
+</think>
+
+{% endif %}{{ m.content or '' }}"""
+_TAIL = """<|end|>
+{% elif m.role == 'tool' %}<|turn|>tool
+{{ m.content }}<|end|>
+{% else %}<|turn|>{{ m.role }}
+{{ m.content }}<|end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|turn|>assistant
+{% endif %}"""
+
+JSON_TAGS = _HEAD + """{% for c in m.tool_calls or [] %}{% if loop.first and m.content %}
+{% endif %}<call>
+{{ {'name': c.function.name, 'arguments': c.function.arguments} | tojson }}
+</call>{% if not loop.last %}
+{% endif %}{% endfor %}""" + _TAIL
+
+NAME_HEADER = _HEAD + """{% if m.tool_calls %}[CALLS]{% for c in m.tool_calls %}[FN]{{ c.function.name }}[ARGS]\
+{{ c.function.arguments | tojson }}[/FN]{% endfor %}[/CALLS]{% endif %}""" + _TAIL
+
+XML_PARAMS = _HEAD + """{% for c in m.tool_calls or [] %}
+<invoke name="{{ c.function.name }}">
+{% for k, v in c.function.arguments.items() %}<arg name="{{ k }}">{{ v if v is string else v | tojson }}</arg>
+{% endfor %}</invoke>{% endfor %}""" + _TAIL
+
+UNKNOWN_SYNTAX = _HEAD + """{% for c in m.tool_calls or [] %}CALL {{ c.function.name | upper }} WITH \
+{{ c.function.arguments | length }} ARGUMENTS{% endfor %}""" + _TAIL
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}
+PROMPT = "<|turn|>user\nWeather in Paris?<|end|>\n<|turn|>assistant\n"
+
+
+def _call(name, arguments):
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+@pytest.fixture(scope="module")
+def json_tags():
+    return infer_template(JSON_TAGS)
+
+
+def test_json_calls_in_tags_are_inferred_and_verified(json_tags):
+    assert json_tags.ok, json_tags.reasons
+    assert json_tags.confidence == 1.0
+    assert json_tags.markers["start_anchor"] == "<|turn|>assistant\n"
+    assert json_tags.markers["end_of_turn"] == "<|end|>"
+    assert (json_tags.markers["reasoning_open"], json_tags.markers["reasoning_close"]) == ("<think>", "</think>")
+    assert json_tags.markers["tool_calls.call_open"].strip() == "<call>"
+    assert "ok" in json_tags.verified and json_tags.supports == {
+        "reasoning": True, "tool_calls": True, "parallel_tool_calls": True}
+
+
+def test_inferred_template_parses_what_a_model_writes(json_tags):
+    output = ('<think>\nCheck the weather.\n</think>\n\nLet me look.\n<call>\n{"name": "get_weather", "arguments": '
+              '{"city": "Paris", "days": 2}}\n</call>\n<call>\n{"name": "get_weather", "arguments": {"city": "Lyon"}}'
+              "\n</call><|end|>")
+    assert parse_response(output, json_tags.template, prefix=PROMPT, tools=[WEATHER]) == {
+        "role": "assistant", "reasoning_content": "Check the weather.", "content": "Let me look.",
+        "tool_calls": [_call("get_weather", {"city": "Paris", "days": 2}), _call("get_weather", {"city": "Lyon"})]}
+
+
+def test_closing_markup_inside_an_argument_does_not_end_the_call(json_tags):
+    output = '<call>\n{"name": "save", "arguments": {"text": "a </call> b}"}}\n</call><|end|>'
+    message = parse_response(output, json_tags.template, prefix=PROMPT)
+    assert message["tool_calls"] == [_call("save", {"text": "a </call> b}"})]
+
+
+def test_text_after_calls_is_kept_and_whitespace_stays_in_the_markers(json_tags):
+    output = 'Sure.\n\n<call>\n{"name": "get_time", "arguments": {}}\n</call>\nDone.<|end|>'
+    parser = ResponseParser(json_tags.template, prefix=PROMPT)
+    events = []
+    for ch in output:  # streamed one character at a time: text chunks must add up to the final value
+        events += parser.feed(ch)
+    message, final = parser.finalize()
+    events += final
+    assert message["content"] == "Sure.\nDone."  # text around calls kept as written (the library's convention)
+    streamed, pairs = None, []
+    for event in events:
+        if event.get("field") != "content":
+            continue
+        if event["type"] == "region_open":
+            streamed = ""
+        elif event["type"] == "region_chunk":
+            streamed += event["text"]
+        else:
+            pairs.append((streamed, event["value"]))
+    assert pairs == [("Sure.", "Sure."), ("\nDone.", "\nDone.")]
+
+
+def test_cut_off_output_leaves_no_markup_in_content(json_tags):
+    message = parse_response("Checking.\n<call>\n", json_tags.template, prefix=PROMPT, truncated=True)
+    assert message == {"role": "assistant", "content": "Checking."}
+    message = parse_response('<call>\n{"name": "get_weather", "arguments": {"ci', json_tags.template, prefix=PROMPT,
+                             truncated=True)
+    assert "tool_calls" not in message and "content" not in message
+
+
+def test_name_in_the_call_header_with_json_arguments():
+    result = infer_template(NAME_HEADER)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.block_open"] == "[CALLS]"
+    assert result.markers["tool_calls.call_open"] == "[FN]"
+    assert result.markers["tool_calls.call_close"] == "[/FN]"
+    output = '[CALLS][FN]get_weather[ARGS]{"city": "[/FN] here"}[/FN][FN]get_time[ARGS]{}[/FN][/CALLS]<|end|>'
+    assert parse_response(output, result.template, prefix=PROMPT)["tool_calls"] == [
+        _call("get_weather", {"city": "[/FN] here"}), _call("get_time", {})]
+
+
+def test_xml_style_parameters():
+    result = infer_template(XML_PARAMS)
+    assert result.ok, result.reasons
+    assert result.template["fields"]["tool_calls"]["content"] == "xml-inline"
+    output = ('<invoke name="get_weather">\n<arg name="city">Paris</arg>\n<arg name="days">3</arg>\n</invoke><|end|>')
+    message = parse_response(output, result.template, prefix=PROMPT, tools=[WEATHER])
+    assert message["tool_calls"] == [_call("get_weather", {"city": "Paris", "days": 3})]
+
+
+def test_unknown_call_syntax_is_a_clear_cannot_infer():
+    result = infer_template(UNKNOWN_SYNTAX)
+    assert result.template is None and not result.ok
+    assert result.confidence == 0.0
+    assert any("cannot infer" in r and "tool calls" in r for r in result.reasons), result.reasons
+    assert "cannot infer" in result.report()
+
+
+def test_a_chat_template_that_fails_to_render_is_reported():
+    result = infer_template("{{ raise_exception('no') }}")
+    assert result.template is None
+    assert "failed to render" in result.reasons[-1] and "no" in result.reasons[-1]
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(ValueError, match="chat_template"):
+        infer_template("")
+
+
+def test_inferred_templates_load_in_transformers(json_tags):
+    module = pytest.importorskip("transformers.utils.chat_parsing.response_templates", reason="no transformers parser")
+    load_template(json_tags.template)
+    module.load_response_template(json_tags.template)
+    module.load_response_template(infer_template(XML_PARAMS).template)
+
+
+def test_exported_from_the_package():
+    assert rt.infer_template is infer_template
+
+
+def test_tokenizer_tokens_reach_the_chat_template():
+    template = ("{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}{% endfor %}"
+                "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+    class Tok:
+        bos_token, eos_token, chat_template = "<s>", "</s>", template
+
+    result = infer_template(template, tokenizer=Tok())
+    assert result.ok, result.reasons
+    assert result.options["eos_token"] == "</s>"
+    assert result.markers["end_of_turn"] == "</s>"  # only the tokenizer's eos_token ends the turn here
+    assert parse_response("Hi there.</s>", result.template, prefix="<s><|user|>Hi</s><|assistant|>") == {
+        "role": "assistant", "content": "Hi there."}
+
+
+def test_infer_for_tokenizer_marks_the_template_as_inferred():
+    class Tok:
+        bos_token, eos_token, chat_template = "", "", JSON_TAGS
+
+    template = infer_for_tokenizer(Tok())
+    assert template.inferred is True and template.result.ok
+    assert template == infer_template(JSON_TAGS).template
+    assert json.loads(json.dumps(template)) == template  # a plain dict for every consumer
+    output = '<call>\n{"name": "get_time", "arguments": {}}\n</call><|end|>'
+    assert parse_response(output, template, prefix=PROMPT)["tool_calls"] == [_call("get_time", {})]
+    Tok.chat_template = UNKNOWN_SYNTAX
+    assert infer_for_tokenizer(Tok()) is None  # gave up: no template rather than a wrong one
+    Tok.chat_template = None
+    assert infer_for_tokenizer(Tok()) is None
+
+
+# --- reading files, CLI ----------------------------------------------------------------------------------
+
+
+def test_load_chat_template_from_file_config_and_directory(tmp_path):
+    (tmp_path / "a.jinja").write_text(JSON_TAGS, encoding="utf-8")
+    assert load_chat_template(tmp_path / "a.jinja") == (JSON_TAGS, {})
+    config = {"chat_template": JSON_TAGS, "eos_token": {"content": "<|end|>"}, "bos_token": "<s>"}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert load_chat_template(tmp_path) == (JSON_TAGS, {"bos_token": "<s>", "eos_token": "<|end|>"})
+    (tmp_path / "chat_template.jinja").write_text(NAME_HEADER, encoding="utf-8")
+    assert load_chat_template(tmp_path)[0] == NAME_HEADER  # chat_template.jinja wins, tokens from the config
+    with pytest.raises(InferenceError, match="no such file"):
+        load_chat_template(tmp_path / "missing.jinja")
+    (tmp_path / "bad.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(InferenceError, match="no 'chat_template'"):
+        load_chat_template(tmp_path / "bad.json")
+
+
+def test_cli_infer_prints_the_template_and_the_report(tmp_path, capsys):
+    (tmp_path / "chat_template.jinja").write_text(JSON_TAGS, encoding="utf-8")
+    assert cli_main(["infer", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    template = json.loads(out)
+    load_template(template)
+    assert template == infer_template(JSON_TAGS).template
+    assert "inferred (confidence 1.00)" in err and "verify:" in err
+
+
+def test_cli_infer_json_and_failure(tmp_path, capsys):
+    (tmp_path / "t.jinja").write_text(UNKNOWN_SYNTAX, encoding="utf-8")
+    assert cli_main(["infer", "--json", str(tmp_path / "t.jinja")]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["template"] is None and any("cannot infer" in r for r in result["reasons"])
+
+
+def test_cli_infer_usage_errors(capsys, monkeypatch):
+    monkeypatch.delenv("RESPONSE_TEMPLATES_CHAT_TEMPLATES", raising=False)
+    assert cli_main(["infer"]) == 2
+    assert "give either FILE_OR_MODEL_DIR or --diff NAME" in capsys.readouterr().err
+    assert cli_main(["infer", "--diff", "qwen3"]) == 2
+    assert "--chat-templates-dir" in capsys.readouterr().err
+    assert cli_main(["infer", "--diff", "no-such-entry", "--chat-templates-dir", "."]) == 2
+    assert "no-such-entry" in capsys.readouterr().err
+
+
+@needs_folder
+def test_cli_infer_diff_shows_the_library_template_beside(capsys):
+    assert cli_main(["infer", "--diff", "qwen3", "--chat-templates-dir", FOLDER]) == 0
+    out = capsys.readouterr().out
+    assert "== Qwen--Qwen3-8B.jinja" in out and "--- library: qwen3" in out and "+++ inferred" in out
+
+
+# --- coverage over the real chat templates ---------------------------------------------------------------
+
+
+def _coverage_module():
+    spec = importlib.util.spec_from_file_location("infer_coverage", ROOT / "scripts" / "infer_coverage.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def coverage_rows():
+    if not FOLDER or not os.path.isdir(FOLDER):
+        pytest.skip("set RESPONSE_TEMPLATES_CHAT_TEMPLATES to the shared chat templates folder")
+    module = _coverage_module()
+    return module, module.measure(FOLDER)
+
+
+@needs_folder
+def test_every_chat_template_gets_a_verified_template_or_a_reason(coverage_rows):
+    _, rows = coverage_rows
+    assert len(rows) > 50
+    for row in rows:
+        if row.result.template is None:
+            assert row.result.reasons and row.result.reasons[-1].strip(), f"{row.file}: gave up without a reason"
+        else:
+            assert row.result.confidence > 0, row.file
+            assert "FAILED" not in row.result.verified, f"{row.file}: returned a template that fails verify"
+
+
+@needs_folder
+def test_every_inferred_template_loads_in_transformers(coverage_rows):
+    module = pytest.importorskip("transformers.utils.chat_parsing.response_templates", reason="no transformers parser")
+    for row in coverage_rows[1]:
+        if row.result.template is not None:
+            module.load_response_template(row.result.template)
+
+
+@needs_folder
+def test_coverage_does_not_regress(coverage_rows):
+    module, rows = coverage_rows
+    passed, total = module.summary(rows)
+    assert total > 50
+    # Measured 2026-12 on the shared folder; raise it as inference improves (the README table shows the figure).
+    assert passed / total >= 0.40, module.render(rows)
+
+
+@needs_folder
+@pytest.mark.xfail(reason="issue 13 target not reached yet: see the README coverage table for the measured share",
+                   strict=False)
+def test_coverage_target_of_issue_13(coverage_rows):
+    module, rows = coverage_rows
+    passed, total = module.summary(rows)
+    assert passed / total >= 0.85
+
+
+def test_template_for_falls_back_to_inference_when_asked():
+    import inspect
+
+    if "infer" not in inspect.signature(rt.template_for).parameters:
+        pytest.skip("library.template_for has no infer= flag yet (the lead adds the one-line hook at merge)")
+
+    class Tok:
+        name_or_path, bos_token, eos_token, chat_template = "someone/unknown-model", "", "", JSON_TAGS
+
+    assert rt.template_for(Tok()) is None  # no library entry, and inference is opt-in
+    template = rt.template_for(Tok(), infer=True)
+    assert template.inferred is True and template == infer_template(JSON_TAGS).template
+    assert rt.template_for("someone/unknown-model", infer=True) is None  # an id alone: nothing to infer from
