@@ -259,14 +259,22 @@ def name_for(model_id_or_tokenizer: Any) -> str | None:
     return None
 
 
-def template_for(model_id_or_tokenizer: Any) -> dict | None:
+def template_for(model_id_or_tokenizer: Any, *, infer: bool = False) -> dict | None:
     """The library's response template for a Hub model id (e.g. "Qwen/Qwen3-8B") or a loaded tokenizer.
 
     A tokenizer is matched by its `name_or_path`, then by the fingerprint of its `chat_template`.
     Returns a fresh copy of the template dict, or None when no single template is a sure match
     (never a guess: see `guess_for` for an unverified suggestion).
+
+    With `infer=True` (opt-in), a tokenizer the library does not know gets a template inferred from its chat
+    template and verified against it (`response_templates.infer`): a dict marked `.inferred = True`, with the
+    inference report in `.result`, or None when inference gives up. A bare model id has nothing to infer from.
     """
     name = name_for(model_id_or_tokenizer)
+    if name is None and infer:
+        from .infer import infer_for_tokenizer
+
+        return infer_for_tokenizer(model_id_or_tokenizer)
     return None if name is None else get_template(name)
 
 
