@@ -530,12 +530,20 @@ class OpenAIStreamAdapter:
         may_truncate: bool = True,
         completion_id: str | None = None,
         created: int | None = None,
+        malformed: str | None = None,
     ) -> None:
         if hasattr(source, "feed") and hasattr(source, "finalize"):
             self.parser = source
             template = template if template is not None else _parser_template(source)
             # The parser's tools are not known here: without tools=, arguments wait for their close.
             self._properties = _tool_properties(tools) if tools is not None else None
+            parser_policy = getattr(source, "malformed", "raise")
+            if malformed is not None and malformed != parser_policy:
+                raise ValueError(
+                    f"OpenAIStreamAdapter: malformed={malformed!r} differs from the given parser's {parser_policy!r}; "
+                    "create the parser with the policy you want"
+                )
+            malformed = parser_policy
         else:
             from response_templates import ResponseParser, load_template
 
@@ -544,8 +552,15 @@ class OpenAIStreamAdapter:
 
                 source = get_template(source)
             template = load_template(source)
-            self.parser = ResponseParser(template, prefix, tools=tools, tokenizer=tokenizer)
+            malformed = "raise" if malformed is None else malformed
+            self.parser = ResponseParser(template, prefix, tools=tools, tokenizer=tokenizer, malformed=malformed)
             self._properties = _tool_properties(tools)
+        if not may_truncate and malformed != "raise":
+            raise ValueError(
+                f"OpenAIStreamAdapter: may_truncate=False streams a call before it is complete, so it cannot be used "
+                f"with malformed={malformed!r} (a call already sent could turn out malformed and cannot be taken back)"
+            )
+        self.malformed = malformed
         self._fields, self._defaults = _template_fields(template)
         self.model = model
         self.id_factory = id_factory or default_id_factory
@@ -624,6 +639,10 @@ class OpenAIStreamAdapter:
                 self._chunk_text(field, event.get("text", ""), deltas)
             elif kind == "region_close":
                 self._close(field, event, deltas)
+            elif kind == "region_discard":
+                # a region the parser does not return (cut off, or malformed under malformed="content"/"drop"):
+                # nothing of it was sent (calls wait for their close); with "content", a content region follows
+                self._early, self._current, self._mode = None, None, "hold"
 
     def _info(self, field: str) -> _FieldInfo:
         return self._fields.get(field) or _FieldInfo()
@@ -714,8 +733,6 @@ class OpenAIStreamAdapter:
     def _close(self, field: str, event: dict, deltas: list[dict]) -> None:
         early, self._early = self._early, None
         self._current, self._mode = None, "hold"
-        if event.get("truncated"):
-            return  # an unfinished structured region that the parser dropped (finalize(truncated=True))
         value = event.get("value")
         info = self._info(field)
         previous = self._mirror.get(field)
