@@ -359,9 +359,10 @@ def keep_as_content(compiled: CompiledTemplate, raw: str, output: dict, strip: b
 
 
 def cut_safe(found: tuple, text: str, pos: int) -> bool:
-    """Whether a close delimiter found at the end of a truncated output is a close whatever text would have
-    followed: no continuation may move it, drop it or change its named groups (its end may still grow). Only the
-    end of the text is examined."""
+    """Whether a close delimiter found in a truncated output is a close whatever text would have followed: no
+    continuation may drop it or change its named groups (its end may still grow). Only closes that end within
+    `_CONTEXT` characters of the cut are examined, from their start (a match that could begin earlier is not
+    looked for)."""
     item, start, end, groups = found
     if item.kind != "close":
         return True
@@ -377,11 +378,12 @@ def cut_safe(found: tuple, text: str, pos: int) -> bool:
         return True
     if length - end > _CONTEXT:
         return True  # far from the cut: library patterns look ahead a few characters at most
+    match, hold = _pattern_scan(item, text, start, False)
+    if match is not None and match.start() == start and hold > start:
+        return True  # final as it stands (what streaming commits before the end)
+    # Undecided: fine if only its end may still grow. Every continuation the pattern spells must leave a match at
+    # the same place with the same named groups.
     pattern = delimiter.regex
-    # a match that could start earlier once more text comes
-    for at in range(max(pos, length - _CONTEXT), start):
-        if _timed(item, pattern.fullmatch, text, at, partial=True) is not None:
-            return False
     offset = max(0, start - _CONTEXT)
     window = text[offset:]
     for probe in delimiter.probes or ("\x00",):
