@@ -544,3 +544,41 @@ def test_cli_stream_prints_region_discard_for_a_cut_call(capsys, monkeypatch):
     assert code == 0
     assert {"type": "region_discard", "field": "tool_calls", "reason": "truncated", "raw": '<tool_call>\n{"name": "f", "argu'} in events
     assert not any(e["type"] == "region_close" and e["field"] == "tool_calls" for e in events)
+
+
+# --- examples ----------------------------------------------------------------------------------------------------
+
+
+EXAMPLES = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "examples")
+
+
+def test_batch_example_keeps_rows_with_a_broken_call_under_a_lenient_policy(monkeypatch):
+    monkeypatch.syspath_prepend(EXAMPLES)
+    import batch_dataset
+    batch = {"prompt": ["", ""], "generation": ['Hi.<tool_call>\n{not json}\n</tool_call>', "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"]}
+    strict = batch_dataset.parse_batch(batch)
+    assert strict["parse_error"][0] and strict["parse_error"][1] is None
+    lenient = batch_dataset.parse_batch(batch, malformed="content")
+    assert lenient["parse_error"] == [None, None]
+    assert lenient["content"][0] == "Hi.\n\n<tool_call>\n{not json}\n</tool_call>" and lenient["tool_calls"][0] is None
+    assert json.loads(lenient["tool_calls"][1])[0]["function"]["name"] == "f"
+    dropped = batch_dataset.parse_batch(batch, malformed="drop")
+    assert dropped["content"][0] == "Hi." and dropped["parse_error"] == [None, None]
+
+
+def test_streaming_example_renders_discarded_regions(monkeypatch):
+    import io
+
+    monkeypatch.syspath_prepend(EXAMPLES)
+    import streaming
+
+    out = io.StringIO()
+    render = streaming.Renderer(out=out, color=False)
+    output = 'Hi.<tool_call>\n{"name": "f", "arguments": {"a": }}\n</tool_call>\n<tool_call>\n{"name": "g", "argu'
+    message, events = collect(ResponseParser(get_template("qwen3"), "", malformed="content"), list(output), truncated=True)
+    for event in events:
+        render(event)
+    shown = out.getvalue()
+    assert "not a valid call (json: " in shown and "kept as text" in shown
+    assert "dropped: the generation was cut inside this call" in shown
+    assert message == {"role": "assistant", "content": 'Hi.\n\n<tool_call>\n{"name": "f", "arguments": {"a": }}\n</tool_call>'}
