@@ -38,6 +38,12 @@ How each field is streamed:
     XML-style parameters, several calls in one array) are sent whole at their region close, as in the first
     mode. If a generation is cut anyway, the part of an unfinished call already sent stays sent.
 
+Damaged output: with `malformed="content"` or `"drop"` (passed to the parser, see the README's "Damaged output"), a
+call whose text does not parse is not sent (its raw text goes out as `content` with "content"); the parser ends it
+with a `region_discard` event, as it does a call cut off by `finish(truncated=True)`. Calls are then always held
+until their close: `may_truncate=False` is refused with those policies, since a call already streamed could turn
+out malformed.
+
 Known limits, inherent to append-only deltas: the parsed message keeps only the last region of a field that
 does not repeat (`<think>a</think><think>b</think>` parses to `"b"`), and a JSON object that repeats a key keeps
 the last value; text already streamed cannot follow such a rewrite. The adapter notices it, logs a warning
@@ -513,7 +519,8 @@ class OpenAIStreamAdapter:
 
     `source` is a response template (dict, compiled, or a library name such as "qwen3") or a ResponseParser
     already made (then pass `template=` unless the parser exposes it, and the `tools=` it was given).
-    `may_truncate` chooses how tool calls stream, see the module docstring.
+    `may_truncate` chooses how tool calls stream, see the module docstring. `malformed` ("raise", "content" or
+    "drop") is the parser's policy for a call whose text does not parse (default: "raise", or the given parser's).
     `id_factory(index)` names tool calls that carry no id; `completion_id` and `created` fill the chunk envelope.
     """
 
