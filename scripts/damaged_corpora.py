@@ -58,7 +58,8 @@ RULES = [
 ]
 # For formats that accept anything between their tags.
 LENIENT_RULES = [
-    ("unclosed parameter tag", _sub(r"</(?:parameter|arg_value|param|｜DSML｜parameter|arg_value:opensource)>", "")),
+    ("unclosed parameter tag", _sub(r"</(?:[^<>\s]*parameter|arg_value|param|arg_value:opensource)>", "")),
+    ("unterminated delimited string", lambda t: _replace('Paris<|"|>', "Paris")(t) or _replace("Paris<escape>", "Paris")(t)),
     ("unclosed argument", _replace("<|close|>argument<|sep|>", "")),
     ("unterminated string", _replace("'Paris'", "'Paris")),
 ]
