@@ -61,6 +61,7 @@ LENIENT_RULES = [
     ("unclosed parameter tag", _sub(r"</(?:[^<>\s]*parameter|arg_value|param|arg_value:opensource)>", "")),
     ("unterminated delimited string", lambda t: _replace('Paris<|"|>', "Paris")(t) or _replace("Paris<escape>", "Paris")(t)),
     ("unclosed argument", _replace("<|close|>argument<|sep|>", "")),
+    ("unterminated JSON string", _replace('"Paris"', '"Paris')),
     ("unterminated string", _replace("'Paris'", "'Paris")),
 ]
 
