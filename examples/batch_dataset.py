@@ -11,7 +11,9 @@ sent to the workers small and picklable.
 
 The dataset needs a `prompt` column (the text the model was given; use "" when the generation holds the whole
 message) and a `generation` column; an optional boolean `truncated` column marks generations cut by a token
-limit. Rows that fail to parse get the error in `parse_error` instead of stopping the job. New columns:
+limit. Rows that fail to parse get the error in `parse_error` instead of stopping the job; with
+`malformed="content"` (or `"drop"`), a tool call whose text does not parse is kept as text in `content` (or left
+out) and the row's other calls are kept, so such rows parse too (`fn_kwargs={"malformed": "content"}`). New columns:
 `reasoning_content`, `content`, `tool_calls` (the OpenAI form: a JSON string, since Arrow needs one type per
 column) and `parse_error`.
 
@@ -39,7 +41,9 @@ from response_templates.openai_adapter import to_openai_message
 NEW_COLUMNS = ("reasoning_content", "content", "tool_calls", "parse_error")
 
 
-def parse_batch(batch: dict[str, Any], indices: list[int] | None = None, template_name: str = "qwen3") -> dict:
+def parse_batch(
+    batch: dict[str, Any], indices: list[int] | None = None, template_name: str = "qwen3", malformed: str = "raise"
+) -> dict:
     """Parse each row's generation; returns the new columns for the batch. `indices` (the rows' positions in the
     dataset, given by `map(..., with_indices=True)`) make tool-call ids unique across the dataset."""
     template = get_template(template_name)
@@ -49,7 +53,9 @@ def parse_batch(batch: dict[str, Any], indices: list[int] | None = None, templat
     out: dict[str, list] = {name: [] for name in NEW_COLUMNS}
     for row, (prompt, generation) in enumerate(zip(batch["prompt"], batch["generation"])):
         try:
-            message = parse_response(str(generation), template, prefix=str(prompt), truncated=bool(truncated[row]))
+            message = parse_response(
+                str(generation), template, prefix=str(prompt), truncated=bool(truncated[row]), malformed=malformed
+            )
             # Deterministic ids: a dataset row should not change between runs.
             position = indices[row] if indices is not None else row
             openai_message = to_openai_message(message, id_factory=lambda index: f"call_{position}_{index}")
@@ -81,7 +87,9 @@ def _datasets():
     return datasets
 
 
-def parse_dataset(dataset, template_name: str = "qwen3", num_proc: int | None = None, batch_size: int = 256):
+def parse_dataset(
+    dataset, template_name: str = "qwen3", num_proc: int | None = None, batch_size: int = 256, malformed: str = "raise"
+):
     """`dataset` with the parsed columns added (see the module docstring)."""
     datasets = _datasets()
     Features, Value = datasets.Features, datasets.Value
@@ -94,7 +102,7 @@ def parse_dataset(dataset, template_name: str = "qwen3", num_proc: int | None = 
         with_indices=True,
         batch_size=batch_size,
         num_proc=num_proc,
-        fn_kwargs={"template_name": template_name},
+        fn_kwargs={"template_name": template_name, "malformed": malformed},
         features=features,
     )
 

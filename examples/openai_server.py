@@ -11,8 +11,9 @@ then point any OpenAI client at it:
 
 There is no model here: every request gets the same generation, fed to `OpenAIStreamAdapter` one token at a
 time, exactly where a real server would feed the tokens its model produces. `max_tokens` cuts the canned
-generation, to show what a truncated answer looks like (finish_reason "length", no half tool call). Standard
-library only (http.server), one thread per request.
+generation, to show what a truncated answer looks like (finish_reason "length", no half tool call). A tool call
+the model writes with broken JSON is sent as text in `content` (`--malformed content`, the default here; `drop`
+leaves it out, `raise` fails the request). Standard library only (http.server), one thread per request.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Backend:
 class Handler(BaseHTTPRequestHandler):
     backend: Backend  # set by make_server
     token_delay = 0.0
+    malformed = "content"  # what to do with a call whose text does not parse (see response_templates' README)
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format, *args):  # keep the terminal for the demo output
@@ -100,8 +102,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def _stream(self, tokens: list[str], truncated: bool, model: str, tools, limited: bool) -> None:
         # With a token limit the generation may be cut, and a cut must not deliver a half call: the adapter then
-        # sends each call when it closes. Without one, tool-call arguments stream as the model writes them.
-        adapter = OpenAIStreamAdapter(self.backend.template, PROMPT, tools=tools, model=model, may_truncate=limited)
+        # sends each call when it closes. So does a lenient `malformed` policy (a call sent early could turn out
+        # broken). Otherwise tool-call arguments stream as the model writes them.
+        adapter = OpenAIStreamAdapter(
+            self.backend.template, PROMPT, tools=tools, model=model,
+            may_truncate=limited or self.malformed != "raise", malformed=self.malformed,
+        )
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -124,7 +130,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _complete(self, tokens: list[str], truncated: bool, model: str, tools) -> None:
         text = "".join(tokens)
-        message = parse_response(text, self.backend.template, prefix=PROMPT, tools=tools, truncated=truncated)
+        message = parse_response(
+            text, self.backend.template, prefix=PROMPT, tools=tools, truncated=truncated, malformed=self.malformed
+        )
         openai_message = to_openai_message(message)
         self._json(200, {
             "id": "chatcmpl-" + uuid.uuid4().hex[:24],
@@ -152,9 +160,11 @@ class Handler(BaseHTTPRequestHandler):
         self._json(status, {"error": {"message": message, "type": "invalid_request_error"}})
 
 
-def make_server(host: str = "127.0.0.1", port: int = 8000, token_delay: float = 0.0) -> ThreadingHTTPServer:
+def make_server(
+    host: str = "127.0.0.1", port: int = 8000, token_delay: float = 0.0, malformed: str = "content"
+) -> ThreadingHTTPServer:
     """A server ready for `serve_forever()`; port 0 picks a free port (see `server.server_address`)."""
-    handler = type("DemoHandler", (Handler,), {"backend": Backend(), "token_delay": token_delay})
+    handler = type("DemoHandler", (Handler,), {"backend": Backend(), "token_delay": token_delay, "malformed": malformed})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server
@@ -165,8 +175,12 @@ def main(argv=None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--token-delay", type=float, default=0.02, help="seconds between tokens, to watch it stream")
+    parser.add_argument(
+        "--malformed", choices=("raise", "content", "drop"), default="content",
+        help="a tool call whose text does not parse: sent as content (default), dropped, or an error",
+    )
     args = parser.parse_args(argv)
-    server = make_server(args.host, args.port, args.token_delay)
+    server = make_server(args.host, args.port, args.token_delay, args.malformed)
     host, port = server.server_address[:2]
     print(f"OpenAI-compatible endpoint on http://{host}:{port}/v1 (Ctrl-C to stop)")
     try:

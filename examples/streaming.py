@@ -3,7 +3,8 @@
     python examples/streaming.py            # add --fast to skip the typing delay
 
 Reasoning is shown dimmed, the answer in plain text, tool calls in yellow: their raw text while the model
-writes it (`dirty` chunks), then the parsed call when the region closes.
+writes it (`dirty` chunks), then the parsed call when the region closes. A call the parser does not return (cut
+off by a token limit, or malformed under `malformed="content"`) ends with a `region_discard` event instead.
 """
 
 import argparse
@@ -51,10 +52,12 @@ class Renderer:
             self.fresh = self.fresh and not text
             self.write(text, field)
         elif event["type"] == "region_close" and field == "tool_calls":
-            if event.get("truncated"):
+            self.write(f"\n  -> parsed: {json.dumps(event['value'], ensure_ascii=False)}", field)
+        elif event["type"] == "region_discard":  # a region whose value is not returned
+            if event["reason"] == "truncated":
                 self.write("\n  -> dropped: the generation was cut inside this call", field)
-            else:
-                self.write(f"\n  -> parsed: {json.dumps(event['value'], ensure_ascii=False)}", field)
+            else:  # malformed; with malformed="content" its raw text follows as a content region
+                self.write(f"\n  -> not a valid call ({event['error']}); kept as text", field)
 
 
 def main(argv=None) -> None:
@@ -67,10 +70,11 @@ def main(argv=None) -> None:
     template = template_for("Qwen/Qwen3-8B")
     tokenizer = build_tokenizer()
     if tokenizer is not None:
-        parser = ResponseParser(template, tokenizer.encode(PROMPT, add_special_tokens=False), tokenizer=tokenizer)
+        prompt_ids = tokenizer.encode(PROMPT, add_special_tokens=False)
+        parser = ResponseParser(template, prompt_ids, tokenizer=tokenizer, malformed="content")
         tokens = [[token_id] for token_id in tokenizer.encode(GENERATION, add_special_tokens=False)]
     else:  # without transformers: feed the text a few characters at a time
-        parser = ResponseParser(template, PROMPT)
+        parser = ResponseParser(template, PROMPT, malformed="content")
         tokens = [GENERATION[i : i + 3] for i in range(0, len(GENERATION), 3)]
 
     for event in parser.initial_events:

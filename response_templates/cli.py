@@ -280,14 +280,18 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         model = args.model or _template_name(args)
         if args.early_arguments and args.truncated:
             raise CLIError("--early-arguments streams arguments before a call is complete; it cannot be used with --truncated")
-        adapter = OpenAIStreamAdapter(template, prefix, tools=tools, model=model, may_truncate=not args.early_arguments)
+        if args.early_arguments and args.malformed != "raise":
+            raise CLIError("--early-arguments streams calls before they are complete; it cannot be used with --malformed content/drop")
+        adapter = OpenAIStreamAdapter(
+            template, prefix, tools=tools, model=model, may_truncate=not args.early_arguments, malformed=args.malformed
+        )
         with _cut_off_hint(args, text, template, prefix, tools):
             for chunk in adapter.stream(pieces, truncated=args.truncated):
                 _print_json(chunk)
         _note_if_cut_off(args, text, template, prefix, tools, adapter.message)
         return 0
     if args.stream:
-        parser = ResponseParser(template, prefix, tools=tools)
+        parser = ResponseParser(template, prefix, tools=tools, malformed=args.malformed)
         for event in parser.initial_events:
             _print_json(event)
         with _cut_off_hint(args, text, template, prefix, tools):
@@ -301,7 +305,9 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         _note_if_cut_off(args, text, template, prefix, tools, message)
         return 0
     with _cut_off_hint(args, text, template, prefix, tools):
-        message = parse_response(text, template, prefix=prefix, tools=tools, truncated=args.truncated)
+        message = parse_response(
+            text, template, prefix=prefix, tools=tools, truncated=args.truncated, malformed=args.malformed
+        )
     _print_json(message, indent=None if args.compact else 2)
     _note_if_cut_off(args, text, template, prefix, tools, message)
     return 0
@@ -475,6 +481,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix-file", help="file holding the prompt text")
     p.add_argument("--tools", help="JSON file holding the list of tool schemas offered to the model")
     p.add_argument("--truncated", action="store_true", help="the generation was cut off (max tokens)")
+    p.add_argument(
+        "--malformed",
+        choices=("raise", "content", "drop"),
+        default="raise",
+        help="a tool call whose text does not parse: fail (default), keep its raw text in content, or drop it",
+    )
     p.add_argument("--stream", action="store_true", help="print the parser events as JSON lines")
     p.add_argument("--openai", action="store_true", help="print OpenAI chat.completion.chunk objects as JSON lines")
     p.add_argument(

@@ -134,7 +134,7 @@ def _is_fast(tokenizer: Any) -> bool:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def parse_response(self, response, schema=None, *, prefix=None, tools=None, truncated=False):
+def parse_response(self, response, schema=None, *, prefix=None, tools=None, truncated=False, malformed="raise"):
     """Parse generated output into a message dict (or a list of them for a batch), like transformers 5.25.
 
     `response` is text, token ids (list, 1-D numpy array or torch tensor) or a batch of either (list of strings, list
@@ -144,12 +144,16 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None, trun
     Fast tokenizers parse token ids directly, so control tokens only act as delimiters when generated as ids.
     `tools` casts tool-call arguments with each tool's JSON schema. `truncated=True` (our extension) says the
     generation was cut off (e.g. by max_new_tokens): an unfinished tool call is dropped instead of parsed.
+    `malformed=` (our extension) is what to do with a tool call whose text does not parse: "raise" (the default,
+    as transformers), "content" (kept as text in `content`) or "drop".
     """
     from .core import load_template, parse_response as core_parse
+    from .core.parser import check_malformed
 
     template = load_template(_resolve_template(self, schema))
     if prefix is None:
         raise ValueError(_PREFIX_REQUIRED)
+    check_malformed(malformed)
 
     responses, batched, are_ids = _sequences(response, "response")
     tokenizer = None
@@ -174,13 +178,17 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None, trun
         )
 
     messages = [
-        core_parse(item, template, prefix=item_prefix, tools=tools, tokenizer=tokenizer, truncated=truncated)
+        core_parse(
+            item, template, prefix=item_prefix, tools=tools, tokenizer=tokenizer, truncated=truncated, malformed=malformed
+        )
         for item, item_prefix in zip(responses, prefixes)
     ]
     return messages if batched else messages[0]
 
 
-def get_response_parser(self, response_template=None, *, prefix=None, tools=None, token_ids=False):
+def get_response_parser(
+    self, response_template=None, *, prefix=None, tools=None, token_ids=False, malformed="raise"
+):
     """A streaming `ResponseParser` for this tokenizer's template (or `response_template`), like transformers 5.25.
 
     `prefix` (required; "" opts out) is the prompt before generation, as text or one sequence of token ids.
@@ -189,6 +197,7 @@ def get_response_parser(self, response_template=None, *, prefix=None, tools=None
     what transformers 5.25 takes by default; it has no such switch). `token_ids=True` (fast tokenizers only) says
     up front that ids will be fed. Ids are decoded so that control tokens act as delimiters only when the model
     generated them as their own ids, and a multi-byte character split across ids is never torn.
+    `malformed=` (our extension): "raise" (default), "content" or "drop", as for `parse_response`.
     """
     template = _resolve_template(self, response_template)
     if token_ids:
@@ -199,12 +208,14 @@ def get_response_parser(self, response_template=None, *, prefix=None, tools=None
             )
         if prefix is not None and not isinstance(prefix, str):
             prefix = _single_prefix(prefix)
-        return _parser_class()(template, prefix, tools=tools, tokenizer=self, mode="ids")
+        return _parser_class()(template, prefix, tools=tools, tokenizer=self, mode="ids", malformed=malformed)
     text_prefix = prefix
     if prefix is not None and not isinstance(prefix, str):
         prefix = _single_prefix(prefix)
         text_prefix = self.decode(prefix)
-    parser = _parser_class()(template, text_prefix, tools=tools, mode="text" if not _is_fast(self) else None)
+    parser = _parser_class()(
+        template, text_prefix, tools=tools, mode="text" if not _is_fast(self) else None, malformed=malformed
+    )
     parser._switch = (template, prefix, tools, self)
     return parser
 
@@ -222,8 +233,8 @@ def _parser_class():
             """A ResponseParser made by `tokenizer.get_response_parser`: its first `feed` decides whether it takes
             text or token ids (unless `token_ids=True` decided for ids, or the tokenizer is not a fast one)."""
 
-            def __init__(self, template, prefix=None, *, tools=None, tokenizer=None, mode=None):
-                super().__init__(template, prefix, tools=tools, tokenizer=tokenizer)
+            def __init__(self, template, prefix=None, *, tools=None, tokenizer=None, mode=None, malformed="raise"):
+                super().__init__(template, prefix, tools=tools, tokenizer=tokenizer, malformed=malformed)
                 self._mode = mode
                 self._switch = None
 
@@ -234,7 +245,7 @@ def _parser_class():
                     if ids:
                         # Read the prompt again the way ids are read, then take ids from here on.
                         _, prefix, tools, tokenizer = self._switch
-                        super().__init__(self.template, prefix, tools=tools, tokenizer=tokenizer)
+                        super().__init__(self.template, prefix, tools=tools, tokenizer=tokenizer, malformed=self.malformed)
                 elif self._mode == "text" and ids and not self._finalized:
                     owner = self._switch[3] if self._switch else None
                     if owner is not None and not _is_fast(owner):
@@ -269,14 +280,19 @@ def _single_prefix(prefix: Any) -> list:
     return prefix
 
 
-def _processor_parse_response(self, response, schema=None, *, prefix=None, tools=None, truncated=False):
+def _processor_parse_response(
+    self, response, schema=None, *, prefix=None, tools=None, truncated=False, malformed="raise"
+):
     """Parse generated output with this processor's tokenizer: see the tokenizer's `parse_response`."""
     tokenizer = getattr(self, "tokenizer", None)
     if tokenizer is None:
         raise ValueError(f"{type(self).__name__} has no tokenizer, so it cannot parse responses")
+    extra = {}
     if truncated:
-        return tokenizer.parse_response(response, schema, prefix=prefix, tools=tools, truncated=True)
-    return tokenizer.parse_response(response, schema, prefix=prefix, tools=tools)
+        extra["truncated"] = True
+    if malformed != "raise":
+        extra["malformed"] = malformed
+    return tokenizer.parse_response(response, schema, prefix=prefix, tools=tools, **extra)
 
 
 def _wrap_init(original):

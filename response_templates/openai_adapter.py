@@ -38,6 +38,12 @@ How each field is streamed:
     XML-style parameters, several calls in one array) are sent whole at their region close, as in the first
     mode. If a generation is cut anyway, the part of an unfinished call already sent stays sent.
 
+Damaged output: with `malformed="content"` or `"drop"` (passed to the parser, see the README's "Damaged output"), a
+call whose text does not parse is not sent (its raw text goes out as `content` with "content"); the parser ends it
+with a `region_discard` event, as it does a call cut off by `finish(truncated=True)`. Calls are then always held
+until their close: `may_truncate=False` is refused with those policies, since a call already streamed could turn
+out malformed.
+
 Known limits, inherent to append-only deltas: the parsed message keeps only the last region of a field that
 does not repeat (`<think>a</think><think>b</think>` parses to `"b"`), and a JSON object that repeats a key keeps
 the last value; text already streamed cannot follow such a rewrite. The adapter notices it, logs a warning
@@ -513,7 +519,8 @@ class OpenAIStreamAdapter:
 
     `source` is a response template (dict, compiled, or a library name such as "qwen3") or a ResponseParser
     already made (then pass `template=` unless the parser exposes it, and the `tools=` it was given).
-    `may_truncate` chooses how tool calls stream, see the module docstring.
+    `may_truncate` chooses how tool calls stream, see the module docstring. `malformed` ("raise", "content" or
+    "drop") is the parser's policy for a call whose text does not parse (default: "raise", or the given parser's).
     `id_factory(index)` names tool calls that carry no id; `completion_id` and `created` fill the chunk envelope.
     """
 
@@ -530,12 +537,20 @@ class OpenAIStreamAdapter:
         may_truncate: bool = True,
         completion_id: str | None = None,
         created: int | None = None,
+        malformed: str | None = None,
     ) -> None:
         if hasattr(source, "feed") and hasattr(source, "finalize"):
             self.parser = source
             template = template if template is not None else _parser_template(source)
             # The parser's tools are not known here: without tools=, arguments wait for their close.
             self._properties = _tool_properties(tools) if tools is not None else None
+            parser_policy = getattr(source, "malformed", "raise")
+            if malformed is not None and malformed != parser_policy:
+                raise ValueError(
+                    f"OpenAIStreamAdapter: malformed={malformed!r} differs from the given parser's {parser_policy!r}; "
+                    "create the parser with the policy you want"
+                )
+            malformed = parser_policy
         else:
             from response_templates import ResponseParser, load_template
 
@@ -544,8 +559,15 @@ class OpenAIStreamAdapter:
 
                 source = get_template(source)
             template = load_template(source)
-            self.parser = ResponseParser(template, prefix, tools=tools, tokenizer=tokenizer)
+            malformed = "raise" if malformed is None else malformed
+            self.parser = ResponseParser(template, prefix, tools=tools, tokenizer=tokenizer, malformed=malformed)
             self._properties = _tool_properties(tools)
+        if not may_truncate and malformed != "raise":
+            raise ValueError(
+                f"OpenAIStreamAdapter: may_truncate=False streams a call before it is complete, so it cannot be used "
+                f"with malformed={malformed!r} (a call already sent could turn out malformed and cannot be taken back)"
+            )
+        self.malformed = malformed
         self._fields, self._defaults = _template_fields(template)
         self.model = model
         self.id_factory = id_factory or default_id_factory
@@ -624,6 +646,10 @@ class OpenAIStreamAdapter:
                 self._chunk_text(field, event.get("text", ""), deltas)
             elif kind == "region_close":
                 self._close(field, event, deltas)
+            elif kind == "region_discard":
+                # a region the parser does not return (cut off, or malformed under malformed="content"/"drop"):
+                # nothing of it was sent (calls wait for their close); with "content", a content region follows
+                self._early, self._current, self._mode = None, None, "hold"
 
     def _info(self, field: str) -> _FieldInfo:
         return self._fields.get(field) or _FieldInfo()
@@ -714,8 +740,6 @@ class OpenAIStreamAdapter:
     def _close(self, field: str, event: dict, deltas: list[dict]) -> None:
         early, self._early = self._early, None
         self._current, self._mode = None, "hold"
-        if event.get("truncated"):
-            return  # an unfinished structured region that the parser dropped (finalize(truncated=True))
         value = event.get("value")
         info = self._info(field)
         previous = self._mirror.get(field)

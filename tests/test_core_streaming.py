@@ -610,7 +610,12 @@ def test_truncated_drops_the_unfinished_call_and_keeps_earlier_ones():
     for chunks in ([TRUNCATED_OUTPUT], list(TRUNCATED_OUTPUT)):
         message, events = run_stream(QWEN_LIKE, "", chunks, truncated=True)
         assert message == expected
-        assert events[-1] == {"type": "region_close", "field": "tool_calls", "value": None, "truncated": True}
+        # the dropped call ends with region_discard (never a region_close, whose value consumers turn into a call)
+        assert events[-1] == {
+            "type": "region_discard", "field": "tool_calls", "reason": "truncated",
+            "raw": '<tool_call>{"name": "b", "arguments": {"y": ',
+        }
+        assert all(e["value"] is not None for e in events if e["type"] == "region_close")
 
 
 def test_truncated_with_only_an_unfinished_call():

@@ -202,7 +202,9 @@ def test_truncated_with_ids(tok):
     assert parse_response(output, TEMPLATE, prefix="", tokenizer=tok, truncated=True) == expected
     message, events = run_stream(tok, "", one_at_a_time(output), truncated=True)
     assert message == expected
-    assert events[-1] == {"type": "region_close", "field": "tool_calls", "value": None, "truncated": True}
+    assert events[-1] == {
+        "type": "region_discard", "field": "tool_calls", "reason": "truncated", "raw": '<tool_call>{"name": "get_'
+    }
 
 
 def test_wrong_input_types(tok):

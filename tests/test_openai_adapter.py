@@ -158,7 +158,7 @@ def _overwrites(template, prefix, output, tools, truncated) -> bool:
     fields = template["fields"]
     seen: dict[str, object] = {}
     for event in events:
-        if event["type"] != "region_close" or event.get("truncated"):
+        if event["type"] != "region_close":
             continue
         name = event["field"]
         if fields.get(name, {}).get("repeats"):

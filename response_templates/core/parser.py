@@ -15,6 +15,7 @@ not grow with what was fed before.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .content import TYPED_SYNTAX
@@ -28,6 +29,13 @@ from .tools import tool_parameters, type_tool_calls
 _CONTEXT = 256
 # Drop consumed text once this much has piled up (amortises the copy).
 _TRIM_AT = 4096
+
+logger = logging.getLogger("response_templates")
+
+# What to do with a structured region whose text does not parse (see `malformed=`).
+MALFORMED_POLICIES = ("raise", "content", "drop")
+# Characters of a parse error quoted in a region_discard event.
+_ERROR_CHARS = 500
 
 PREFIX_REQUIRED = (
     "prefix= is required: pass the prompt the model continued from (chat templates often write the start of the "
@@ -47,7 +55,9 @@ class ResponseParser:
     `template` is a template dict, a compiled template, or the name of a library template ("qwen3").
     With `tools=` (JSON schemas or Python functions), tool-call arguments are typed by the tool's schema. With a
     fast `tokenizer=`, `feed` takes token ids (and `prefix` may be ids) and control tokens act as delimiters only
-    when the model generated them as their own ids.
+    when the model generated them as their own ids. `malformed=` says what to do with a region whose text does not
+    parse (a tool call with broken JSON): "raise" (the default, as transformers), "content" or "drop"; see
+    `parse_response`.
     """
 
     def __init__(
@@ -57,11 +67,13 @@ class ResponseParser:
         *,
         tools: list | None = None,
         tokenizer: Any = None,
+        malformed: str = "raise",
         _events: bool = True,
     ):
         self.template = compiled = load_template(template)
         if prefix is None:
             raise ValueError(PREFIX_REQUIRED)
+        self.malformed = self._malformed = check_malformed(malformed)
         self._fields = compiled.fields
         self._dirty = {name: not field.text_like for name, field in compiled.fields.items()}
         self._implicit = compiled.implicit
@@ -137,14 +149,15 @@ class ResponseParser:
         """End the stream: settle held-back text, close the open region, return `(message, events)`.
 
         `truncated=True` says the generation was cut off (e.g. by max_tokens): a structured field (a tool call)
-        still open is dropped instead of parsed, so no call the model did not finish is returned; its
-        `region_close` event has `value: None` and `truncated: True`."""
+        still open is dropped instead of parsed, so no call the model did not finish is returned. It ends with a
+        `region_discard` event (`reason: "truncated"`, `raw`: its text), never a `region_close`. A close delimiter
+        that only matched because the text ends there (`\\Z`, a lookahead) does not close a structured region."""
         if self._finalized:
             raise RuntimeError("this ResponseParser is already finalized")
         if self._decoder is not None:
             self._buffer += self._decoder.flush()
         events: list[dict] = []
-        self._run(events if self._record else None, eos=True, truncated=truncated)
+        self._run(events if self._record else None, eos=True, truncated=bool(truncated))
         self._output = finish_message(self.template, self._output)
         self._finalized = True
         return self._output, events
@@ -163,10 +176,13 @@ class ResponseParser:
         self._body: list[str] = []
         self._captures: dict = {}
         self._watch = self.template.idle_watch
+        self._open_text = ""  # the open delimiter as written, for the raw text of a discarded region
 
     def _run(self, events: list | None, eos: bool, truncated: bool = False) -> None:
         while True:
             found, hold = find_delimiter(self._watch, self._buffer, self._pos, eos)
+            if truncated and found is not None and not self._cut_safe(found):
+                found = None  # a close that only the cut made: the structured region is unfinished
             if found is not None:
                 item, start, end, groups = found
                 if start > self._pos:
@@ -174,12 +190,12 @@ class ResponseParser:
                 self._pos = end
                 if item.kind == "open":
                     self._close(events)
-                    self._open(events, item, groups)
+                    self._open(events, item, groups, self._buffer[start:end])
                     continue
                 had_text = self._opened
                 if groups:
                     self._captures.update({k: v for k, v in groups.items() if v is not None})
-                self._close(events)
+                self._close(events, close_text=self._buffer[start:end])
                 if not had_text and start == end:
                     # An empty close that matches nothing would fire forever; stop here (as transformers does).
                     return
@@ -211,31 +227,47 @@ class ResponseParser:
                 text = strip_markers(text)
             events.append({"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]})
 
-    def _open(self, events: list | None, item: WatchItem, groups: dict | None) -> None:
+    def _cut_safe(self, found: tuple) -> bool:
+        name = self._current
+        if name is None or name == self._implicit or self._fields[name].text_like:
+            return True
+        return cut_safe(found, self._buffer, self._pos)
+
+    def _open(self, events: list | None, item: WatchItem, groups: dict | None, text: str = "") -> None:
         field = item.field
         self._current = field.name
         self._opened = True
+        self._open_text = text
         self._body = []
         self._captures = {k: v for k, v in groups.items() if v is not None} if groups else {}
         self._watch = self.template.field_watch[field.name]
         if events is not None:
             events.append({"type": "region_open", "field": field.name})
 
-    def _close(self, events: list | None, truncated: bool = False) -> None:
+    def _close(self, events: list | None, truncated: bool = False, close_text: str = "") -> None:
         name = self._current
         if name is None or not self._opened:
             self._reset()
             return
         field = self._fields[name]
+        strip = self._decoder is not None
+        body = "".join(self._body)
         if truncated and name != self._implicit and not field.text_like:
             # cut off inside a structured region: the call (or object) is unfinished, so it is not returned
             if events is not None:
-                events.append({"type": "region_close", "field": name, "value": None, "truncated": True})
+                raw = self._open_text + body
+                events.append(discard_event(name, "truncated", strip_markers(raw) if strip else raw))
             self._reset()
             return
-        value = settle(field, "".join(self._body), self._captures, self._output, self._tool_params, self._decoder is not None)
+        value, discarded = settle_checked(
+            self.template, field, body, self._open_text, close_text, self._captures, self._output,
+            self._tool_params, strip, self._malformed,
+        )
         if events is not None:
-            events.append({"type": "region_close", "field": name, "value": value})
+            if discarded is None:
+                events.append({"type": "region_close", "field": name, "value": value})
+            else:
+                events.extend(discarded)
         self._reset()
 
 
@@ -257,6 +289,108 @@ def field_value(field: Any, body: str, captures: dict) -> Any:
             raise ValueError(f"field {field.name!r}: transform_each needs every list item to be a dict, got {type(item).__name__}")
         shaped.append(field.build({**captures, **item}))
     return shaped
+
+
+def check_malformed(policy: Any) -> str:
+    """Validate a `malformed=` policy."""
+    if not isinstance(policy, str) or policy not in MALFORMED_POLICIES:
+        raise ValueError(f"malformed= must be one of {', '.join(map(repr, MALFORMED_POLICIES))}; got {policy!r}")
+    return policy
+
+
+def discard_event(name: str, reason: str, raw: str, **extra: Any) -> dict:
+    """The event that ends a region whose value is not returned (instead of its region_close)."""
+    return {"type": "region_discard", "field": name, "reason": reason, "raw": raw, **extra}
+
+
+def settle_checked(
+    compiled: CompiledTemplate,
+    field: Any,
+    body: str,
+    open_text: str,
+    close_text: str,
+    captures: dict,
+    output: dict,
+    tool_params: dict,
+    strip: bool,
+    malformed: str,
+) -> tuple[Any, list | None]:
+    """`settle` a closed region under the `malformed=` policy. Returns `(value, None)`, or `(None, events)` when the
+    region's text does not parse and the policy is "content" or "drop": a `region_discard` event, followed with
+    "content" by the events of the content region that received the region's raw text (delimiters included)."""
+    try:
+        return settle(field, body, captures, output, tool_params, strip), None
+    except RegexTimeoutError:
+        raise  # a hostile template, not a damaged output
+    except (ValueError, RecursionError) as error:
+        if malformed == "raise":
+            raise
+        problem = str(error) or type(error).__name__
+    raw = open_text + body + close_text
+    shown = strip_markers(raw) if strip else raw
+    if len(problem) > _ERROR_CHARS:
+        problem = problem[:_ERROR_CHARS] + "…"
+    logger.debug("malformed %r region %s (malformed=%r): %s", field.name, "kept as content" if malformed == "content" else "dropped", malformed, problem)
+    events = [discard_event(field.name, "malformed", shown, error=problem, policy=malformed)]
+    if malformed == "content":
+        target, value = keep_as_content(compiled, raw, output, strip)
+        events += [
+            {"type": "region_open", "field": target},
+            {"type": "region_chunk", "field": target, "text": shown, "dirty": False},
+            {"type": "region_close", "field": target, "value": value},
+        ]
+    return None, events
+
+
+def keep_as_content(compiled: CompiledTemplate, raw: str, output: dict, strip: bool) -> tuple[str, Any]:
+    """Store a malformed region's raw text as a region of the `content` field (or of the implicit field when that is
+    the text field), in order with the rest of it. Returns (the field's name, the region's value)."""
+    target = compiled.fields.get("content")
+    if target is None or target.content != "text":
+        implicit = compiled.fields.get(compiled.implicit) if compiled.implicit is not None else None
+        target = implicit if implicit is not None and implicit.content == "text" else None
+    if target is not None:
+        return target.name, settle(target, raw, {}, output, {}, strip)
+    # No text field to hold it: a plain "content" string, regions joined by a blank line.
+    value = (strip_markers(raw) if strip else raw).strip()
+    earlier = output.get("content")
+    output["content"] = earlier + "\n\n" + value if isinstance(earlier, str) and earlier else value
+    return "content", value
+
+
+def cut_safe(found: tuple, text: str, pos: int) -> bool:
+    """Whether a close delimiter found in a truncated output is a close whatever text would have followed: no
+    continuation may drop it or change its named groups (its end may still grow). Only closes that end within
+    `_CONTEXT` characters of the cut are examined, from their start (a match that could begin earlier is not
+    looked for)."""
+    item, start, end, groups = found
+    if item.kind != "close":
+        return True
+    delimiter = item.delimiter
+    length = len(text)
+    if delimiter.literals is not None:
+        # a longer literal that starts before this one and runs to the end could still win
+        longest = max(map(len, delimiter.literals))
+        for at in range(max(pos, length - longest + 1), start):
+            tail = text[at:]
+            if any(len(literal) > len(tail) and literal.startswith(tail) for literal in delimiter.literals):
+                return False
+        return True
+    if length - end > _CONTEXT:
+        return True  # far from the cut: library patterns look ahead a few characters at most
+    match, hold = _pattern_scan(item, text, start, False)
+    if match is not None and match.start() == start and hold > start:
+        return True  # final as it stands (what streaming commits before the end)
+    # Undecided: fine if only its end may still grow. Every continuation the pattern spells must leave a match at
+    # the same place with the same named groups.
+    pattern = delimiter.regex
+    offset = max(0, start - _CONTEXT)
+    window = text[offset:]
+    for probe in delimiter.probes or ("\x00",):
+        extended = _timed(item, pattern.match, window + probe, start - offset)
+        if extended is None or (groups is not None and extended.groupdict() != groups):
+            return False
+    return True
 
 
 def settle(field: Any, body: str, captures: dict, output: dict, tool_params: dict, strip: bool) -> Any:
@@ -403,16 +537,23 @@ def parse_response(
     tools: list | None = None,
     tokenizer: Any = None,
     truncated: bool = False,
+    malformed: str = "raise",
 ) -> dict:
     """Parse one complete generation into a message dict.
 
     `template` is a template dict, a compiled template, or the name of a library template ("qwen3").
     `prefix` is the prompt the model continued from (required; `""` opts out). `tools` types tool-call arguments
     by their schemas. With a fast `tokenizer`, `text` (and `prefix`) may be token ids. `truncated=True` says the
-    output was cut off, so an unfinished tool call is dropped rather than parsed."""
+    output was cut off, so an unfinished tool call is dropped rather than parsed.
+
+    `malformed=` says what to do with a region whose text does not parse with its field's content parser or
+    transform (a tool call with broken JSON): "raise" (the default, as transformers: `ValueError`), "content" (its
+    raw text, delimiters included, becomes a region of `content` where the model wrote it) or "drop" (it is left
+    out). Other regions are parsed as usual either way."""
     compiled = load_template(template)
     if prefix is None:
         raise ValueError(PREFIX_REQUIRED)
+    check_malformed(malformed)
     if tokenizer is None and not isinstance(text, str):
         raise TypeError(
             f"parse_response takes text, got {type(text).__name__}; to parse token ids, pass tokenizer= (a fast tokenizer)"
@@ -432,40 +573,53 @@ def parse_response(
     # output, as at the end of a stream, gives exactly the streamed message.
     if prefix:
         text = compiled.truncate_prefix(prefix) + text
-    return _parse_whole(compiled, text, tool_params, tokenizer is not None, truncated)
+    return _parse_whole(compiled, text, tool_params, tokenizer is not None, truncated, malformed)
 
 
-def _parse_whole(compiled: CompiledTemplate, text: str, tool_params: dict, strip: bool, truncated: bool) -> dict:
+def _parse_whole(
+    compiled: CompiledTemplate, text: str, tool_params: dict, strip: bool, truncated: bool, malformed: str = "raise"
+) -> dict:
     """One pass over a complete text, without events: the same states and decisions as `ResponseParser`."""
     fields, implicit = compiled.fields, compiled.implicit
     output = compiled.fresh_defaults()
     current, opened, body_start, captures = implicit, False, 0, None
+    region_start = 0  # where the current region's open delimiter starts (its body, for the implicit region)
     watch = compiled.idle_watch
     pos = 0
+
+    def close(field: Any, body_end: int, close_end: int) -> None:
+        settle_checked(
+            compiled, field, text[body_start:body_end], text[region_start:body_start], text[body_end:close_end],
+            captures or {}, output, tool_params, strip, malformed,
+        )
+
     while True:
         if watch.literal_only:  # the common case, inlined
             match = watch.combined.search(text, pos)
             found = None if match is None else (watch.owner[match.group()], match.start(), match.end(), None)
         else:
             found, _ = find_delimiter(watch, text, pos, True)
+        if truncated and found is not None and current is not None and current != implicit:
+            if not fields[current].text_like and not cut_safe(found, text, pos):
+                found = None  # a close that only the cut made: the structured region is unfinished
         if found is None:
             if current is not None and (opened or pos < len(text)):
                 if not opened:
-                    body_start = pos
+                    body_start = region_start = pos
                 field = fields[current]
                 if truncated and current != implicit and not field.text_like:
                     break  # cut off inside a structured region (an unfinished call): dropped
-                settle(field, text[body_start:], captures or {}, output, tool_params, strip)
+                close(field, len(text), len(text))
             break
         item, start, end, groups = found
         if start > pos and current is not None and not opened:
-            opened, body_start = True, pos
+            opened, body_start, region_start = True, pos, pos
         pos = end
         if item.kind == "open":
             if current is not None and opened:
-                settle(fields[current], text[body_start:start], captures or {}, output, tool_params, strip)
+                close(fields[current], start, start)
             field = item.field
-            current, opened, body_start = field.name, True, end
+            current, opened, body_start, region_start = field.name, True, end, start
             captures = {k: v for k, v in groups.items() if v is not None} if groups else None
             watch = compiled.field_watch[field.name]
             continue
@@ -473,7 +627,7 @@ def _parse_whole(compiled: CompiledTemplate, text: str, tool_params: dict, strip
         if opened:
             if groups:
                 captures = {**(captures or {}), **{k: v for k, v in groups.items() if v is not None}}
-            settle(fields[current], text[body_start:start], captures or {}, output, tool_params, strip)
+            close(fields[current], start, end)
         current, opened, captures, watch = implicit, False, None, compiled.idle_watch
         if not had_text and start == end:
             return finish_message(compiled, output)  # an empty close that matches nothing: stop (as transformers)
