@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from .content import TYPED_SYNTAX
-from .errors import RegexTimeoutError, regex_budget, regex_time_left, timeout_message
+from .errors import RegexTimeoutError, excerpt, regex_budget, regex_time_left, timeout_message
 from .scan import scan_pattern, track_guards, work
 from .template import CompiledTemplate, Watch, WatchItem, load_template
 from .token_ids import TokenIdDecoder, strip_markers
@@ -488,7 +488,7 @@ def _quick(item: WatchItem):
             regex_time_left()
         except TimeoutError:
             raise RegexTimeoutError(
-                timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {item.delimiter.regex.pattern!r}")
+                timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
             ) from None
         return operation(*args, **kwargs)
 
@@ -501,7 +501,7 @@ def _timed(item: WatchItem, operation, *args, **kwargs):
     except TimeoutError:
         key = f"{item.kind}_pattern"
         raise RegexTimeoutError(
-            timeout_message(f"field {item.field.name!r}: {key} {item.delimiter.regex.pattern!r}")
+            timeout_message(f"field {item.field.name!r}: {key} {excerpt(item.delimiter.regex.pattern)}")
         ) from None
 
 

@@ -269,6 +269,12 @@ def _starts(items) -> tuple[list, bool]:
                     return [("after", chars)], False
             continue
         if op is _C.ASSERT_NOT:
+            direction, sub = av
+            if direction == -1 and not out:
+                chars = _single(sub)
+                if chars is not None and chars.parts >= {r"\s", r"\S"}:
+                    # (?<![\s\S]): no character before, the start of the text
+                    return [("begin",)], False
             continue
         if op is _C.AT:
             if av in (_C.AT_BEGINNING, _C.AT_BEGINNING_STRING):
