@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
+from contextlib import contextmanager
 
 
 class TemplateError(ValueError):
@@ -57,14 +60,64 @@ _regex_timeout = _timeout_from_env()
 
 
 def get_regex_timeout() -> float:
-    """The time limit, in seconds, of one regex operation on template-supplied patterns."""
+    """The time limit, in seconds, of the regex work of one `feed`, `finalize` or `parse_response` call on
+    template-supplied patterns (a budget shared by all the searches of that call, once per million characters)."""
     return _regex_timeout
 
 
 def set_regex_timeout(seconds: float) -> None:
-    """Set the time limit of one regex operation on template-supplied patterns (default 1 s, or the
-    `RESPONSE_TEMPLATES_REGEX_TIMEOUT` environment variable)."""
+    """Set the time limit of the regex work of one `feed`, `finalize` or `parse_response` call on template-supplied
+    patterns (default 1 s, or the `RESPONSE_TEMPLATES_REGEX_TIMEOUT` environment variable)."""
     global _regex_timeout
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0:
         raise ValueError(f"regex timeout must be a positive number of seconds, got {seconds!r}")
     _regex_timeout = float(seconds)
+
+
+# The deadline of the call in progress on this thread (None outside one): every regex search of a `feed`,
+# `finalize` or `parse_response` draws on one budget, so many cheap-looking searches cannot add up to a hang.
+_budget = threading.local()
+
+HOW_TO_RAISE = (
+    "raise it with response_templates.set_regex_timeout(seconds) or the RESPONSE_TEMPLATES_REGEX_TIMEOUT "
+    "environment variable (seconds; the command line reads it too)"
+)
+
+
+# The budget grows with the text a call handles: the limit is per this many characters (at least one limit).
+BUDGET_CHARS = 1_000_000
+
+
+@contextmanager
+def regex_budget(size: int = 0):
+    """Share one regex time budget among the searches run inside (nested uses join the outer budget): the limit,
+    once per million characters of text the call handles (`size`), so large benign inputs scale while hostile
+    patterns on small inputs stop after about the limit."""
+    if getattr(_budget, "deadline", None) is not None:
+        yield
+        return
+    _budget.deadline = time.monotonic() + _regex_timeout * max(1.0, size / BUDGET_CHARS)
+    try:
+        yield
+    finally:
+        _budget.deadline = None
+
+
+def regex_time_left() -> float:
+    """Seconds left for the next regex search (the whole limit outside a budget). Raises `TimeoutError` when the
+    budget of the call in progress is spent."""
+    deadline = getattr(_budget, "deadline", None)
+    if deadline is None:
+        return _regex_timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("regex time budget spent")
+    return left
+
+
+def timeout_message(what: str) -> str:
+    """The message of a `RegexTimeoutError` about `what` (a pattern and where it comes from)."""
+    return (
+        f"{what} used up the regex time limit of {_regex_timeout} s (the limit covers all the regex work of one "
+        f"feed, finalize or parse_response call, per million characters it handles); {HOW_TO_RAISE}"
+    )

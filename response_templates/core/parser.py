@@ -19,7 +19,8 @@ import logging
 from typing import Any
 
 from .content import TYPED_SYNTAX
-from .errors import RegexTimeoutError, get_regex_timeout
+from .errors import RegexTimeoutError, excerpt, regex_budget, regex_time_left, timeout_message
+from .scan import scan_pattern, track_guards, work
 from .template import CompiledTemplate, Watch, WatchItem, load_template
 from .token_ids import TokenIdDecoder, strip_markers
 from .tools import tool_parameters, type_tool_calls
@@ -27,6 +28,8 @@ from .tools import tool_parameters, type_tool_calls
 # Consumed text kept before the scan position, for \b and the like in delimiter patterns (templates whose
 # patterns have lookbehinds keep everything).
 _CONTEXT = 256
+# A partial match held back over more text than this is tried again only once the held text doubles (see _scan_item).
+_LONG_HOLD = 4096
 # Drop consumed text once this much has piled up (amortises the copy).
 _TRIM_AT = 4096
 
@@ -82,6 +85,9 @@ class ResponseParser:
         self._record = _events
         self._buffer = ""
         self._pos = 0
+        self._base = 0  # stream position of self._buffer[0] (consumed text is dropped from the front)
+        self._memo: dict = {}  # per delimiter: how far its scan got (stream positions), see find_delimiter
+        self._clean = False  # the held text holds no trigger of the current watch (see feed's fast path)
         self._output: dict = compiled.fresh_defaults()
         self._finalized = False
         self._reset()
@@ -95,9 +101,10 @@ class ResponseParser:
                 f"prefix must be text (or token ids together with tokenizer=), got {type(prefix).__name__}"
             )
         if prefix:
-            self._buffer = compiled.truncate_prefix(prefix)
-            if self._buffer:
-                self._run(self.initial_events if _events else None, eos=False)
+            with regex_budget(len(prefix)):
+                self._buffer = compiled.truncate_prefix(prefix)
+                if self._buffer:
+                    self._run(self.initial_events if _events else None, eos=False)
 
     # -- public API ---------------------------------------------------------------------------------------------
 
@@ -117,33 +124,74 @@ class ResponseParser:
         if chunk:
             # Appending to a string nothing else references lets CPython grow it in place instead of copying it.
             buffer, self._buffer = self._buffer, ""
-            nothing_held = self._pos == len(buffer)
+            old_end = len(buffer)
+            nothing_held = self._pos == old_end
             buffer += chunk
             self._buffer = buffer
             watch = self._watch
-            lone = watch.lone_starter
-            if nothing_held and watch.simple and not (lone in chunk if lone is not None else watch.may_start_in(chunk)):
-                # The common case: no delimiter can start in this chunk, so all of it goes to the current region.
-                self._pos = len(buffer)
-                name = self._current
-                if name is not None and self._opened and self._decoder is None:
-                    self._body.append(chunk)
-                    if self._record:
-                        events.append({"type": "region_chunk", "field": name, "text": chunk, "dirty": self._dirty[name]})
-                else:
-                    self._route(events if self._record else None, chunk)
-                if self._pos > _TRIM_AT:
-                    self._trim()
+            if watch.simple:
+                lone = watch.lone_starter
+                if nothing_held and not (lone in chunk if lone is not None else watch.may_start_in(chunk)):
+                    # The common case: no delimiter can start in this chunk, so all of it goes to the current region.
+                    self._pos = len(buffer)
+                    self._take(events, chunk)
+                    return events
+            elif watch.fast is not None and self._fast(watch.fast, buffer, old_end, nothing_held, chunk, events):
                 return events
-        self._run(events if self._record else None, eos=False)
+        with regex_budget(len(self._buffer) - self._pos):
+            self._run(events if self._record else None, eos=False)
+        self._clean = False
         self._trim()
         return events
+
+    def _take(self, events: list, text: str) -> None:
+        """Route text no delimiter can touch (the fast paths)."""
+        name = self._current
+        if name is not None and self._opened and self._decoder is None:
+            self._body.append(text)
+            if self._record:
+                events.append({"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]})
+        else:
+            self._route(events if self._record else None, text)
+        if self._pos > _TRIM_AT:
+            self._trim()
+
+    def _fast(self, fast: Any, buffer: str, old_end: int, nothing_held: bool, chunk: str, events: list) -> bool:
+        """The fast path of a watch with regex delimiters: when the chunk holds none of their trigger characters
+        (and the held text, if any, was held only as a run of a lead class such as whitespace), the only place a
+        delimiter may still start is a run of a lead class at the end. Returns False to run the full scan."""
+        pos = self._pos
+        if not (self._clean or (nothing_held and (fast.after is None or old_end == 0 or not fast.after.match(buffer, old_end - 1)))):
+            return False
+        if fast.begin and self._base + pos == 0:
+            return False
+        work[0] += len(chunk)
+        if fast.trigger is not None and (
+            _hit(fast.trigger.search(chunk, partial=True))
+            if not fast.reach
+            else _hit(fast.trigger.search(buffer, max(0, old_end - fast.reach), partial=True))
+        ):
+            return False
+        end = len(buffer)
+        hold = end
+        if fast.any_lead is not None and fast.any_lead.match(buffer, end - 1):
+            for back in fast.leads:
+                found = back.search(buffer, pos, end)
+                at = found.end() if found is not None else pos
+                if at < hold:
+                    hold = at
+        self._clean = True
+        if hold > pos:
+            self._pos = hold
+            self._take(events, buffer[pos:hold] if pos or hold < end else buffer)
+        return True
 
     def _trim(self) -> None:
         if self._pos > _TRIM_AT and not self.template.keeps_history:
             cut = self._pos - _CONTEXT
             self._buffer = self._buffer[cut:]
             self._pos -= cut
+            self._base += cut
 
     def finalize(self, truncated: bool = False) -> tuple[dict, list[dict]]:
         """End the stream: settle held-back text, close the open region, return `(message, events)`.
@@ -157,7 +205,8 @@ class ResponseParser:
         if self._decoder is not None:
             self._buffer += self._decoder.flush()
         events: list[dict] = []
-        self._run(events if self._record else None, eos=True, truncated=bool(truncated))
+        with regex_budget(len(self._buffer) - self._pos):
+            self._run(events if self._record else None, eos=True, truncated=bool(truncated))
         self._output = finish_message(self.template, self._output)
         self._finalized = True
         return self._output, events
@@ -180,7 +229,7 @@ class ResponseParser:
 
     def _run(self, events: list | None, eos: bool, truncated: bool = False) -> None:
         while True:
-            found, hold = find_delimiter(self._watch, self._buffer, self._pos, eos)
+            found, hold = find_delimiter(self._watch, self._buffer, self._pos, eos, self._memo, self._base)
             if truncated and found is not None and not self._cut_safe(found):
                 found = None  # a close that only the cut made: the structured region is unfinished
             if found is not None:
@@ -269,6 +318,11 @@ class ResponseParser:
             else:
                 events.extend(discarded)
         self._reset()
+
+
+def _hit(found: Any) -> bool:
+    """A trigger search found something (`regex` reports an empty partial match at the end: not a hit)."""
+    return found is not None and found.end() > found.start()
 
 
 def field_value(field: Any, body: str, captures: dict) -> Any:
@@ -427,9 +481,13 @@ def finish_message(compiled: CompiledTemplate, output: dict) -> dict:
     }
 
 
-def find_delimiter(watch: Watch, buffer: str, pos: int, eos: bool) -> tuple[tuple | None, int]:
+def find_delimiter(watch: Watch, buffer: str, pos: int, eos: bool, memo: dict | None = None, base: int = 0) -> tuple[tuple | None, int]:
     """The delimiter to commit now at or after `pos`: (item, start, end, named groups), or None; and where
-    held-back text starts (the buffer's length when nothing is held, and always at the end of the stream)."""
+    held-back text starts (the buffer's length when nothing is held, and always at the end of the stream).
+
+    `memo` (a dict the caller keeps for one text, with `base` the text position of `buffer[0]`) remembers how far
+    each delimiter's scan got, so text is never scanned twice for the same delimiter: one feed of any size, or one
+    parse, costs time linear in its length."""
     end_of_text = len(buffer)
     if not watch.items:
         return None, end_of_text
@@ -441,14 +499,20 @@ def find_delimiter(watch: Watch, buffer: str, pos: int, eos: bool) -> tuple[tupl
         return None, hold
     best, best_key, hold = None, None, end_of_text
     for index, item in enumerate(watch.items):
-        if item.delimiter.literals is not None:
+        # nothing starting after the best match so far (or after held text) can be committed now
+        limit = hold if best is None or best[1] > hold else best[1]
+        delimiter = item.delimiter
+        if delimiter.literals is not None:
             single = watch.singles[index]
-            match = single.combined.search(buffer, pos)
+            match = _literal_search(item, single, buffer, pos, limit, memo, base)
             if not eos:
                 hold = min(hold, _literal_hold(single, buffer, pos))
             groups = None
         else:
-            match, pending = _pattern_scan(item, buffer, pos, eos)
+            if delimiter.scan is not None:
+                match, pending = _scan_item(item, buffer, pos, eos, limit, memo, base)
+            else:
+                match, pending = _pattern_scan(item, buffer, pos, eos)
             hold = min(hold, pending)
             groups = match.groupdict() if match is not None else None
         if match is None:
@@ -459,6 +523,72 @@ def find_delimiter(watch: Watch, buffer: str, pos: int, eos: bool) -> tuple[tupl
     if best is not None and best[1] >= hold:
         best = None
     return best, hold
+
+
+def _literal_search(item: WatchItem, single: Watch, buffer: str, pos: int, limit: int, memo: dict | None, base: int):
+    """The leftmost-longest occurrence of a literal delimiter at or after `pos` (None when there is none up to
+    `limit`), remembering where it is (or how far there is none) in `memo`."""
+    start = pos
+    record = memo.get(id(item)) if memo is not None else None
+    if record is not None:
+        found, resume = record
+        if found is not None and found - base >= pos:
+            return single.combined.match(buffer, found - base)
+        start = max(pos, resume - base)
+    end = len(buffer)
+    stop = min(end, limit + single.longest)
+    match = single.combined.search(buffer, start, stop) if start < stop else None
+    if memo is not None:
+        if match is not None:
+            memo[id(item)] = (match.start() + base, match.start() + base)
+        else:
+            memo[id(item)] = (None, max(start, stop - single.longest + 1) + base)
+    return match
+
+
+def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, memo: dict | None, base: int) -> tuple[Any, int]:
+    """`_pattern_scan` for a regex delimiter whose starts the template analysis bounded (scan.PatternScan): only
+    candidate starts are tried, and only from where the last scan of this delimiter stopped."""
+    key = id(item)
+    start = pos
+    end = len(buffer)
+    scan = item.delimiter.scan
+    if memo is not None:
+        start = max(pos, memo.get(key, 0) - base)
+        held = memo.get((key, "held"))
+        if held is not None and not eos:
+            # A long partial match held at `at` was checked when the text ended at `then`: trying it again costs its
+            # length, so (when the text added since cannot complete it) wait until the held text has doubled.
+            # Holding longer only delays events; the message is the same.
+            at, then = held[0] - base, held[1] - base
+            if at >= pos and end - at < 2 * (then - at) and scan.completion.search(buffer, then) is None:
+                return None, at
+            del memo[(key, "held")]
+    guards = None
+    if scan.guards is not None:
+        # where the literals of the pattern's unbounded lookbehinds occur (buffer positions), see scan._try
+        if memo is None:
+            memo, base = {}, 0
+        state = memo.setdefault((key, "guards"), [0, []])
+        track_guards(scan, buffer, state[1], state, base)
+        guards = [where - base for where in state[1]] if base else state[1]
+    kind, match, at, dead = scan_pattern(
+        item.delimiter.regex, scan, buffer, pos, start, eos, limit, _quick(item) if scan.safe else _timer(item), guards
+    )
+    if memo is not None:
+        memo[key] = dead + base
+        if kind == "hold" and end - at > _LONG_HOLD and scan.completion is not None:
+            memo[(key, "held")] = (at + base, end + base)
+    if kind is None:
+        return None, end
+    if kind == "match":
+        if not eos and end - match.end() <= _CONTEXT:
+            # no way through the pattern reaches the end, but `$`, `\b` or a lookahead may still lean on it
+            return _settle_probe(item, buffer, match, end, ("\x00",))
+        return match, end
+    if kind == "hold":
+        return None, at
+    return _settle_probe(item, buffer, match, end)
 
 
 # -- scanning helpers --------------------------------------------------------------------------------------------
@@ -478,14 +608,34 @@ def _literal_hold(watch: Watch, buffer: str, pos: int) -> int:
     return end
 
 
+def _timer(item: WatchItem):
+    return lambda *args, **kwargs: _timed(item, *args, **kwargs)
+
+
+def _quick(item: WatchItem):
+    """Anchored tries of a pattern without nested or adjacent repeats (scan.PatternScan.safe): each is cheap, so they
+    run without `regex`'s per-call timeout, which costs tens of microseconds a call; the budget of the call is still
+    checked before each try."""
+
+    def run(operation, *args, **kwargs):
+        try:
+            regex_time_left()
+        except TimeoutError:
+            raise RegexTimeoutError(
+                timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
+            ) from None
+        return operation(*args, **kwargs)
+
+    return run
+
+
 def _timed(item: WatchItem, operation, *args, **kwargs):
     try:
-        return operation(*args, timeout=get_regex_timeout(), **kwargs)
+        return operation(*args, timeout=regex_time_left(), **kwargs)
     except TimeoutError:
         key = f"{item.kind}_pattern"
         raise RegexTimeoutError(
-            f"field {item.field.name!r}: {key} {item.delimiter.regex.pattern!r} took longer than the regex time "
-            f"limit of {get_regex_timeout()} s (see response_templates.set_regex_timeout)"
+            timeout_message(f"field {item.field.name!r}: {key} {excerpt(item.delimiter.regex.pattern)}")
         ) from None
 
 
@@ -493,7 +643,7 @@ def _pattern_scan(item: WatchItem, buffer: str, pos: int, eos: bool) -> tuple[An
     """Search a regex delimiter. Returns (the leftmost complete match or None, where a still-undecided match could
     start). A complete match is undecided while more text could make the pattern match elsewhere at or before it
     (an alternative or a greedy repeat still open at the end of the buffer), or while it leans on the end of the
-    buffer (`$`, lookaheads)."""
+    buffer (`$`, lookaheads). (For patterns the template analysis could not bound; see `_scan_item`.)"""
     pattern = item.delimiter.regex
     end = len(buffer)
     if eos:
@@ -510,16 +660,23 @@ def _pattern_scan(item: WatchItem, buffer: str, pos: int, eos: bool) -> tuple[An
             return match, start
     if match.end() == end:
         return match, match.start()  # at the edge: a repeat or an alternative may still grow it
-    # From the same start, a way through the pattern that reaches the end of the buffer may take precedence once more
-    # text comes (a greedy repeat, an earlier alternative), and `$` or a lookahead may lean on the end. Lazy repeats
-    # and alternatives that already failed cannot change the match. Probe with the continuations the pattern spells.
+    if _timed(item, pattern.fullmatch, buffer, match.start(), partial=True) is None:
+        return _settle_probe(item, buffer, match, end, ("\x00",))
+    return _settle_probe(item, buffer, match, end)
+
+
+def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tuple | None = None) -> tuple[Any, int]:
+    """A complete match from whose start a way through the pattern also reaches the end of the buffer: more text may
+    take precedence (a greedy repeat, an earlier alternative), and `$` or a lookahead may lean on the end. Lazy
+    repeats and alternatives that already failed cannot change the match. Probe with the continuations the pattern
+    spells: the match is final when none changes it."""
+    pattern = item.delimiter.regex
     start = match.start()
-    reaches_end = _timed(item, pattern.fullmatch, buffer, start, partial=True) is not None
     # Probing needs the text from the match on, plus some context for lookbehinds.
     offset = max(0, start - _CONTEXT)
     window = buffer[offset:]
     span = (start - offset, match.end() - offset)
-    for probe in item.delimiter.probes if reaches_end else ("\x00",):
+    for probe in item.delimiter.probes if probes is None else probes:
         extended = _timed(item, pattern.match, window + probe, span[0])
         if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
             return match, start
@@ -571,9 +728,10 @@ def parse_response(
         raise TypeError(f"prefix must be text (or token ids together with tokenizer=), got {type(prefix).__name__}")
     # The streaming parser only commits decisions that later text cannot change, so one pass over prompt tail and
     # output, as at the end of a stream, gives exactly the streamed message.
-    if prefix:
-        text = compiled.truncate_prefix(prefix) + text
-    return _parse_whole(compiled, text, tool_params, tokenizer is not None, truncated, malformed)
+    with regex_budget(len(text) + len(prefix)):
+        if prefix:
+            text = compiled.truncate_prefix(prefix) + text
+        return _parse_whole(compiled, text, tool_params, tokenizer is not None, truncated, malformed)
 
 
 def _parse_whole(
@@ -586,6 +744,7 @@ def _parse_whole(
     region_start = 0  # where the current region's open delimiter starts (its body, for the implicit region)
     watch = compiled.idle_watch
     pos = 0
+    memo: dict = {}
 
     def close(field: Any, body_end: int, close_end: int) -> None:
         settle_checked(
@@ -598,7 +757,7 @@ def _parse_whole(
             match = watch.combined.search(text, pos)
             found = None if match is None else (watch.owner[match.group()], match.start(), match.end(), None)
         else:
-            found, _ = find_delimiter(watch, text, pos, True)
+            found, _ = find_delimiter(watch, text, pos, True, memo)
         if truncated and found is not None and current is not None and current != implicit:
             if not fields[current].text_like and not cut_safe(found, text, pos):
                 found = None  # a close that only the cut made: the structured region is unfinished

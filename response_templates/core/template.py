@@ -15,8 +15,9 @@ from typing import Any
 import regex
 
 from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
-from .errors import RegexTimeoutError, TemplateError, excerpt, get_regex_timeout
+from .errors import RegexTimeoutError, TemplateError, excerpt, regex_time_left, timeout_message
 from .limits import check_template
+from .scan import analyze, build_fast_path
 
 TEMPLATE_KEYS = ("version", "defaults", "start_anchor", "start_anchor_pattern", "fields")
 FIELD_KEYS = (
@@ -45,6 +46,7 @@ class Delimiter:
     literals: tuple[str, ...] | None  # None for a regex delimiter
     extendable: bool  # one literal is a strict prefix of another
     probes: tuple[str, ...] = ()  # for a regex: continuations to try when deciding whether a match is final
+    scan: Any = None  # for a regex: where its matches can start (scan.PatternScan), None to scan with search
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ class Watch:
     simple: bool = False
     # In a watch mixing literals and regexes: item index -> a Watch of that literal item alone.
     singles: dict = dataclass_field(default_factory=dict)
+    # In a watch with regexes: the chunk fast path (scan.FastPath), None when a regex could not be analyzed.
+    fast: Any = None
 
     @classmethod
     def build(cls, items: list[WatchItem]) -> "Watch":
@@ -104,6 +108,10 @@ class Watch:
             return watch
         if any(item.delimiter.literals is None for item in items):
             watch.singles = {i: cls.build([item]) for i, item in enumerate(items) if item.delimiter.literals is not None}
+            watch.fast = build_fast_path(
+                [literal[0] for item in items if item.delimiter.literals is not None for literal in item.delimiter.literals],
+                [item.delimiter.scan for item in items if item.delimiter.literals is None],
+            )
             return watch
         owner: dict[str, WatchItem] = {}
         for item in sorted(items, key=lambda item: item.rank):
@@ -164,12 +172,11 @@ class CompiledTemplate:
             return prefix if at < 0 else prefix[at + len(anchor):]
         end = None
         try:
-            for match in self.start_anchor.regex.finditer(prefix, timeout=get_regex_timeout()):
+            for match in self.start_anchor.regex.finditer(prefix, timeout=regex_time_left()):
                 end = match.end()
         except TimeoutError:
             raise RegexTimeoutError(
-                f"response_template.start_anchor_pattern {excerpt(self.start_anchor.regex.pattern)} took longer than the "
-                f"regex time limit of {get_regex_timeout()} s on the prompt"
+                timeout_message(f"response_template.start_anchor_pattern {excerpt(self.start_anchor.regex.pattern)} on the prompt")
             ) from None
         return prefix if end is None else prefix[end:]
 
@@ -209,7 +216,7 @@ def _delimiter(spec: dict, field_name: str | None, literal_key: str, pattern_key
         )
     if pattern_key in spec:
         compiled = _compile_regex(spec[pattern_key], _where(field_name, pattern_key))
-        return Delimiter(compiled, None, False, _probes(compiled.pattern))
+        return Delimiter(compiled, None, False, _probes(compiled.pattern), analyze(compiled.pattern))
     if literal_key not in spec:
         return None
     where = _where(field_name, literal_key)

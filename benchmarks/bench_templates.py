@@ -1,0 +1,269 @@
+"""Speed of every library template: this package, transformers' built-in parser and a floor, in the same run.
+
+    python benchmarks/bench_templates.py                 # full run (about 3-5 minutes)
+    python benchmarks/bench_templates.py --quick         # smaller sizes, fewer repeats (under a minute)
+    python benchmarks/bench_templates.py qwen3 mistral   # only these templates
+
+Texts are built from each template's corpus (tests/data/corpora/<name>.json): the corpus case with the most kinds
+of fields (reasoning, text, tool calls) has its reasoning and text scaled up with prose that holds `<`, `>`,
+unicode, emoji, runs of spaces and blank lines, so the generation looks like a real one (the message keeps the
+corpus case's structure; the run checks that ours and transformers agree on it).
+
+Per template, printed in one row (medians of the repeats):
+  stream µs/chunk   the generation (128K characters; --quick 32K) fed 4 characters at a time, per chunk: the floor,
+                    ours, transformers, and the ratios ours/floor and transformers/ours. The floor is the least any
+                    streaming parser does: append each chunk, and run one compiled partial search for the template's
+                    literal markers (the text its delimiters must contain) from a moving position.
+  growth            ours per chunk at 512K divided by ours per chunk at 16K (--quick: 128K / 8K); 1.0 is flat.
+  one-shot          one parse_response of the same generation: transformers' time / ours.
+  batch             1000 parse_response calls of the corpus cases (short messages): transformers' time / ours.
+  feed 1MB          one feed() of a 1 MB generation (--quick 256K) divided by the same text fed in 4-character chunks
+                    (below 1 means one big feed is no slower per character than small chunks: linear).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import regex
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import response_templates as rt  # noqa: E402
+from response_templates.core.template import load_template  # noqa: E402
+
+try:  # the reference implementation, when this transformers has one (5.20 and later)
+    from transformers.utils.chat_parsing import ResponseParser as ReferenceParser
+    from transformers.utils.chat_parsing import parse_response as reference_parse
+except Exception:  # pragma: no cover - depends on the installed transformers
+    ReferenceParser = reference_parse = None
+
+CORPORA = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpora"
+PROSE = (
+    "The forecast for Paris says 18 °C with light rain, so if x < 10 we stay in and otherwise we go out.  "
+    "Ça va — 天气很好 🌤 today.\nCompare a<b with b > c, then weigh   the    options once more; "
+    "nothing here is final.\n\n"
+)
+
+
+def pick_case(corpus: dict) -> dict:
+    """The complete corpus case with the most kinds of fields (then the longest output)."""
+    cases = [case for case in corpus["cases"] if not case.get("truncated")]
+
+    def score(case):
+        expected = case["expected"]
+        kinds = sum(1 for key in ("reasoning_content", "content", "tool_calls") if expected.get(key))
+        return kinds, len(case["output"])
+
+    return max(cases, key=score)
+
+
+def generation(case: dict, size: int) -> str:
+    """The case's output with its reasoning and text grown by prose to about `size` characters."""
+    output = case["output"]
+    expected = case["expected"]
+    spots = []
+    for key, share in (("reasoning_content", 0.6), ("content", 0.4)):
+        value = expected.get(key)
+        if isinstance(value, str) and len(value.strip()) >= 4 and value in output:
+            spots.append((value, share))
+    if not spots:  # only calls: grow the text before them
+        spots = [("", 1.0)]
+    missing = max(0, size - len(output))
+    total = sum(share for _, share in spots)
+    for value, share in spots:
+        amount = int(missing * share / total)
+        filler = (PROSE * (amount // len(PROSE) + 1))[:amount]
+        if value:
+            output = output.replace(value, value + " " + filler.rstrip() + ".", 1)
+        else:
+            output = filler + output
+    return output
+
+
+def chunks_of(text: str, size: int = 4) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+_META = regex.compile(r"\(\?(?:P?<\w+>|<=|<!|[:=!])|\[(?:\\.|[^\]])*\]|\\[AbBdDsSwWZ]|\\(.)|[(){}?*+.^$|]")
+
+
+def markers(template: dict) -> str:
+    """A regex of the literal text the template's delimiters spell (for the floor): the literal delimiters, and the
+    runs of literal characters (3 or more) in regex delimiters."""
+    compiled = load_template(template)
+    pieces = set()
+    for field in compiled.fields.values():
+        for delimiter in (field.open, field.close):
+            if delimiter is None:
+                continue
+            if delimiter.literals is not None:
+                pieces.update(delimiter.literals)
+            else:
+                runs = _META.sub(lambda m: m.group(1) or "\0", delimiter.regex.pattern).split("\0")
+                pieces.update(run for run in runs if len(run) >= 3)
+    return "|".join(regex.escape(piece) for piece in sorted(pieces, key=lambda piece: (-len(piece), piece)))
+
+
+def stream_floor(pattern, chunks: list[str]) -> None:
+    parts: list[str] = []
+    text, position = "", 0
+    search = pattern.search
+    for chunk in chunks:
+        parts.append(chunk)
+        text += chunk
+        found = search(text, position, partial=True)
+        if found is None:
+            position = len(text)
+        elif found.partial:
+            position = found.start()
+        else:
+            position = found.end()
+
+
+def stream_ours(template, prefix: str, chunks: list[str]) -> dict:
+    parser = rt.ResponseParser(template, prefix=prefix)
+    for chunk in chunks:
+        parser.feed(chunk)
+    return parser.finalize()[0]
+
+
+def stream_reference(template, prefix: str, chunks: list[str]) -> dict:
+    parser = ReferenceParser(template, prefix=prefix)
+    for chunk in chunks:
+        parser.feed(chunk)
+    return parser.finalize()[0]
+
+
+def median_time(function, repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def run(name: str, quick: bool) -> dict:
+    corpus = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))
+    template = rt.get_template(name)
+    compiled = load_template(template)
+    case = pick_case(corpus)
+    prefix = case["prefix"]
+    size = 32_000 if quick else 128_000
+    small, large = (8_000, 128_000) if quick else (16_000, 512_000)
+    repeats = 3 if quick else 5
+    text = generation(case, size)
+    chunks = chunks_of(text)
+    ours_message = stream_ours(compiled, prefix, chunks)
+    assert ours_message == rt.parse_response(text, compiled, prefix=prefix), f"{name}: stream != one-shot"
+    have_reference = ReferenceParser is not None
+    if have_reference:
+        reference_message = reference_parse(text, template, prefix=prefix)
+        assert ours_message == reference_message, f"{name}: ours and transformers differ on the benchmark text"
+    floor_pattern = regex.compile(markers(template), regex.DOTALL)
+    row = {"template": name, "chars": len(text)}
+    per_chunk = 1e6 / len(chunks)
+    row["floor"] = median_time(lambda: stream_floor(floor_pattern, chunks), repeats) * per_chunk
+    row["ours"] = median_time(lambda: stream_ours(compiled, prefix, chunks), repeats) * per_chunk
+    row["transformers"] = (
+        median_time(lambda: stream_reference(template, prefix, chunks), 1 if not quick else 1) * per_chunk
+        if have_reference
+        else None
+    )
+    growth = []
+    for grow_size in (small, large):
+        grow_chunks = chunks_of(generation(case, grow_size))
+        growth.append(
+            median_time(lambda: stream_ours(compiled, prefix, grow_chunks), repeats if grow_size < large else 3)
+            / len(grow_chunks)
+        )
+    row["growth"] = growth[1] / growth[0]
+    one_ours = median_time(lambda: rt.parse_response(text, compiled, prefix=prefix), repeats)
+    row["oneshot_ours_ms"] = one_ours * 1e3
+    if have_reference:
+        row["oneshot_ratio"] = median_time(lambda: reference_parse(text, template, prefix=prefix), 3) / one_ours
+    batch = [case for case in corpus["cases"] if not case.get("truncated")]
+    batch = (batch * (1000 // len(batch) + 1))[:1000]
+    batch_ours = median_time(lambda: [rt.parse_response(c["output"], template, prefix=c["prefix"]) for c in batch], 3)
+    row["batch_ours_per_s"] = 1000 / batch_ours
+    if have_reference:
+        batch_reference = median_time(
+            lambda: [reference_parse(c["output"], template, prefix=c["prefix"]) for c in batch], 1 if quick else 3
+        )
+        row["batch_ratio"] = batch_reference / batch_ours
+    big = generation(case, 256_000 if quick else 1_000_000)
+    big_chunks = chunks_of(big)
+
+    def one_feed():
+        parser = rt.ResponseParser(compiled, prefix=prefix)
+        parser.feed(big)
+        parser.finalize()
+
+    row["feed_ratio"] = median_time(one_feed, 3) / median_time(lambda: stream_ours(compiled, prefix, big_chunks), 1)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = argparse.ArgumentParser(
+        description="Speed of every library template: ours, transformers' parser and a floor, in the same run.",
+        epilog="See the module docstring (or the README's Benchmarks section) for what each column measures.",
+    )
+    options.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (under a minute)")
+    options.add_argument("templates", nargs="*", help="library template names (default: all)")
+    args = options.parse_args(argv)
+    names = args.templates or rt.list_templates()
+    unknown = sorted(set(names) - set(rt.list_templates()))
+    if unknown:
+        options.error(f"unknown template(s) {unknown}; see response-templates list")
+    header = (
+        f"{'template':22} {'floor':>6} {'ours':>6} {'transf.':>7} {'ours/':>6} {'transf./':>8} {'growth':>7} "
+        f"{'one-shot':>9} {'batch':>7} {'feed 1MB':>9}"
+    )
+    print("stream: µs per 4-character chunk; ratios: transformers' time / ours; growth: per-chunk large / small")
+    print(header)
+    print(f"{'':22} {'':>6} {'':>6} {'':>7} {'floor':>6} {'ours':>8} {'':>7} {'tf/ours':>9} {'tf/ours':>7} {'/chunked':>9}")
+    rows = []
+    for name in names:
+        row = run(name, args.quick)
+        rows.append(row)
+        transformers = row["transformers"]
+        print(
+            f"{name:22} {row['floor']:6.2f} {row['ours']:6.2f} "
+            f"{transformers if transformers is not None else float('nan'):7.2f} {row['ours'] / row['floor']:5.2f}x "
+            f"{(transformers or float('nan')) / row['ours']:7.1f}x {row['growth']:6.2f}x "
+            f"{row.get('oneshot_ratio', float('nan')):8.1f}x {row.get('batch_ratio', float('nan')):6.1f}x "
+            f"{row['feed_ratio']:8.2f}x",
+            flush=True,
+        )
+
+    def med(key):
+        values = [row[key] for row in rows if row.get(key) is not None]
+        return statistics.median(values) if values else float("nan")
+
+    def worst(key, high=True):
+        values = [(row[key], row["template"]) for row in rows if row.get(key) is not None]
+        return (max if high else min)(values) if values else (float("nan"), "-")
+
+    ours_floor = [row["ours"] / row["floor"] for row in rows]
+    speedup = [row["transformers"] / row["ours"] for row in rows if row["transformers"]]
+    print(
+        f"\nmedian: ours/floor {statistics.median(ours_floor):.2f}x (worst {max(ours_floor):.2f}x), "
+        f"transformers/ours {statistics.median(speedup) if speedup else float('nan'):.1f}x "
+        f"(least {min(speedup) if speedup else float('nan'):.1f}x), growth {med('growth'):.2f}x "
+        f"(worst {worst('growth')[0]:.2f}x {worst('growth')[1]}), one-shot {med('oneshot_ratio'):.1f}x "
+        f"(least {worst('oneshot_ratio', False)[0]:.1f}x {worst('oneshot_ratio', False)[1]}), "
+        f"batch {med('batch_ratio'):.1f}x (least {worst('batch_ratio', False)[0]:.1f}x {worst('batch_ratio', False)[1]}), "
+        f"feed 1MB/chunked {med('feed_ratio'):.2f}x (worst {worst('feed_ratio')[0]:.2f}x {worst('feed_ratio')[1]})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

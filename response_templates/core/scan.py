@@ -1,0 +1,773 @@
+"""Fast, linear scanning for regex delimiters.
+
+The `regex` module's search is quadratic on patterns that start with a repeated class (`\\s*<tool_call>` over a run of
+spaces, or over prose in partial mode): it tries every start position, and from each one runs the repeat to its end.
+So we never let it pick start positions. At compile time (`analyze`) we read the pattern's structure and derive where
+a match can start:
+
+* `first`: at a character of a small set (the literal a branch begins with, such as `<` in `<tool_call>`), possibly
+  preceded by a run of a *lead* class (`\\s*<tool_call>` starts at the beginning of the run of whitespace before a
+  `<`, or at a run of whitespace that reaches the end of the text, which is a partial match);
+* `after`: right after a character of a set, for a branch led by a lookbehind (`(?<=\\})\\s*,` starts after a `}`);
+* `begin` / `end`: at the start (`\\A`, `^`) or the end (`\\Z`, `$`) of the text.
+
+At run time (`scan_pattern`) a compiled search for the trigger characters finds the candidate starts in increasing
+order, and the real pattern is tried (anchored) at each candidate only. The first candidate where the pattern matches
+(or could still match with more text) decides, exactly as a search would. Every position before it is known dead for
+good (more text cannot revive it), so the caller remembers how far the scan got and never rescans.
+
+Patterns the analysis cannot read (backreferences, syntax only the `regex` module has, case-insensitive flags...)
+fall back to the plain search, still bounded by the regex time budget.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import warnings
+from dataclasses import dataclass
+
+import regex
+
+from .errors import regex_time_left
+
+try:  # Python 3.11+
+    from re import _constants as sre_constants
+    from re import _parser as sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
+
+_C = sre_constants
+_ATOMIC = getattr(_C, "ATOMIC_GROUP", object())  # Python 3.11+
+_POSSESSIVE = getattr(_C, "POSSESSIVE_REPEAT", object())
+_MAXREPEAT = _C.MAXREPEAT
+_CATEGORIES = {
+    _C.CATEGORY_DIGIT: r"\d",
+    _C.CATEGORY_NOT_DIGIT: r"\D",
+    _C.CATEGORY_SPACE: r"\s",
+    _C.CATEGORY_NOT_SPACE: r"\S",
+    _C.CATEGORY_WORD: r"\w",
+    _C.CATEGORY_NOT_WORD: r"\W",
+}
+# Syntax that Python's parser reads differently from the `regex` module (or not at all): such patterns are not analyzed.
+_REGEX_ONLY = regex.compile(r"\[:|\\[pPXGKmMLNh]|\(\?[rf]|\(\?V|\(\?\||\(\?&|\(\?R|\(\?P>|\(\?\d|\{[eisd]|--|&&|\|\||~~")
+
+_NAMED = regex.compile(r"(?<!\\)((?:\\\\)*)\(\?P?<[A-Za-z_]\w*>")
+# Work done by regex calls of the scanners: characters searched plus anchored attempts. Tests read it to check that
+# the scan is linear without timing anything.
+work = [0]
+
+
+class _Unknown(Exception):
+    """The analysis cannot bound where this pattern may start."""
+
+
+@dataclass(frozen=True)
+class Charset:
+    """A set of characters as regex class pieces: `parts` go inside one `[...]`, `negated` are whole classes."""
+
+    parts: frozenset = frozenset()
+    negated: frozenset = frozenset()
+    small: bool = True  # only a few explicit characters (a selective trigger)
+
+    def __or__(self, other: "Charset") -> "Charset":
+        return Charset(self.parts | other.parts, self.negated | other.negated, self.small and other.small)
+
+    def source(self) -> str | None:
+        pieces = []
+        if self.parts:
+            pieces.append("[" + "".join(sorted(self.parts)) + "]")
+        pieces.extend(sorted(self.negated))
+        return "|".join(pieces) if pieces else None
+
+
+_EMPTY = Charset()
+
+
+def _char(code: int) -> str:
+    return f"\\U{code:08x}"
+
+
+def _charset(op, av) -> Charset:
+    if op is _C.LITERAL:
+        return Charset(frozenset([_char(av)]))
+    if op is _C.NOT_LITERAL:
+        return Charset(negated=frozenset(["[^" + _char(av) + "]"]), small=False)
+    if op is _C.ANY:
+        return Charset(frozenset([r"\s", r"\S"]), small=False)
+    if op is _C.IN:
+        negate, parts, small = False, [], True
+        for kind, value in av:
+            if kind is _C.NEGATE:
+                negate = True
+            elif kind is _C.LITERAL:
+                parts.append(_char(value))
+            elif kind is _C.RANGE:
+                parts.append(_char(value[0]) + "-" + _char(value[1]))
+                small = small and value[1] - value[0] < 8
+            elif kind is _C.CATEGORY and value in _CATEGORIES:
+                parts.append(_CATEGORIES[value])
+                small = False
+            else:
+                raise _Unknown
+        if negate:
+            return Charset(negated=frozenset(["[^" + "".join(parts) + "]"]), small=False)
+        return Charset(frozenset(parts), small=small and len(parts) <= 16)
+    raise _Unknown
+
+
+def _single(sub) -> Charset | None:
+    items = list(sub)
+    if len(items) == 1 and items[0][0] in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN):
+        return _charset(*items[0])
+    return None
+
+
+def _last(items) -> tuple[Charset, bool]:
+    """The characters a sequence can end with, and whether it can be empty."""
+    found = _EMPTY
+    for op, av in reversed(list(items)):
+        if op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN):
+            return found | _charset(op, av), False
+        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
+            chars, empty = _last(av[2])
+            found = found | chars
+            if av[0] > 0 and not empty:
+                return found, False
+        elif op in (_C.SUBPATTERN, _ATOMIC):
+            chars, empty = _last(av[-1] if op is _C.SUBPATTERN else av)
+            found = found | chars
+            if not empty:
+                return found, False
+        elif op is _C.BRANCH:
+            empty_any = False
+            for alternative in av[1]:
+                chars, empty = _last(alternative)
+                found = found | chars
+                empty_any = empty_any or empty
+            if not empty_any:
+                return found, False
+        elif op in (_C.ASSERT, _C.ASSERT_NOT, _C.AT):
+            continue
+        else:
+            raise _Unknown
+    return found, True
+
+
+def _near(sub) -> list | None:
+    """For a lookbehind of bounded width that starts with literal text (`(?<=</tool_calls>\\s)`): the start is a
+    bounded distance after that text. Returns [("near", literal, least, most)] or None."""
+    try:
+        low, high = sub.getwidth()
+        inner, empty = _starts(sub)
+    except (_Unknown, Exception):
+        return None
+    if empty or high > 64 or not inner or any(k[0] != "first" or k[2] is not None or not k[3] for k in inner):
+        return None
+    return [("near", k[3], low, high) for k in inner]
+
+
+def _starts(items) -> tuple[list, bool]:
+    """Where a match of a sequence can start: a list of filters, and whether the sequence can match empty anywhere."""
+    items = list(items)
+    out: list = []
+    for index, (op, av) in enumerate(items):
+        if op is _C.LITERAL:
+            # a run of literal characters: the whole run must be there, so search for it (a prefilter)
+            run = []
+            for next_op, next_av in items[index:]:
+                if next_op is not _C.LITERAL:
+                    break
+                run.append(chr(next_av))
+            out.append(("first", _charset(op, av), None, "".join(run)))
+            return out, False
+        if op in (_C.NOT_LITERAL, _C.ANY, _C.IN):
+            out.append(("first", _charset(op, av), None, None))
+            return out, False
+        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
+            low, high, sub = av
+            lead = _single(sub)
+            if lead is not None and high is _MAXREPEAT:
+                try:
+                    rest, rest_empty = _starts(items[index + 1:])
+                except _Unknown:
+                    rest, rest_empty = None, True
+                if rest_empty or rest is None:
+                    if low == 0:
+                        raise _Unknown  # `\s*` followed by something that may be empty: matches anywhere
+                    out.append(("first", lead, None, None))  # `\s+` ...: at each character of the class
+                    return out, False
+                for kind in rest:
+                    if kind[0] == "first":
+                        if kind[2] is None:
+                            out.append(("first", kind[1], lead, kind[3]))
+                        else:
+                            out.append(("first", kind[1] | kind[2], lead, None))
+                    elif kind[0] == "end":
+                        out.append(("first", _EMPTY, lead, None))
+                        out.append(kind)
+                    else:
+                        raise _Unknown
+                return out, False
+            sub_starts, sub_empty = _starts(sub)
+            out.extend(sub_starts)
+            if low == 0 or sub_empty:
+                continue
+            return out, False
+        if op in (_C.SUBPATTERN, _ATOMIC):
+            if op is _C.SUBPATTERN:
+                if (av[1] | av[2]) & (re.IGNORECASE | re.MULTILINE):
+                    raise _Unknown
+                sub = av[3]
+            else:
+                sub = av
+            sub_starts, sub_empty = _starts(sub)
+            out.extend(sub_starts)
+            if sub_empty:
+                continue
+            return out, False
+        if op is _C.BRANCH:
+            empty_any = False
+            for alternative in av[1]:
+                alt_starts, alt_empty = _starts(alternative)
+                out.extend(alt_starts)
+                empty_any = empty_any or alt_empty
+            if empty_any:
+                continue
+            return out, False
+        if op is _C.ASSERT:
+            direction, sub = av
+            if direction == 1:  # lookahead: the character here must be able to start it
+                try:
+                    ahead, ahead_empty = _starts(sub)
+                except _Unknown:
+                    continue
+                if not ahead_empty and all(k[0] == "end" or (k[0] == "first" and k[2] is None) for k in ahead):
+                    out.extend(ahead)
+                    return out, False
+                if not ahead_empty and not out and index == len(items) - 1 and all(k[0] in ("first", "end") for k in ahead):
+                    # a lone lookahead such as (?=\s*<x>): the leftmost place it holds is where its match would start
+                    return ahead, False
+                continue
+            if not out:  # a lookbehind before anything: the character before the start is constrained
+                near = _near(sub)
+                if near is not None:
+                    return near, False
+                try:
+                    chars, behind_empty = _last(sub)
+                except _Unknown:
+                    behind_empty = True
+                if not behind_empty:
+                    if not chars.small:
+                        try:
+                            rest, rest_empty = _starts(items[index + 1:])
+                        except _Unknown:
+                            rest, rest_empty = None, True
+                        if rest is not None and not rest_empty and all(k[0] == "first" and k[1].small for k in rest):
+                            return rest, False
+                    return [("after", chars)], False
+            continue
+        if op is _C.ASSERT_NOT:
+            direction, sub = av
+            if direction == -1 and not out:
+                chars = _single(sub)
+                if chars is not None and chars.parts >= {r"\s", r"\S"}:
+                    # (?<![\s\S]): no character before, the start of the text
+                    return [("begin",)], False
+            continue
+        if op is _C.AT:
+            if av in (_C.AT_BEGINNING, _C.AT_BEGINNING_STRING):
+                out.append(("begin",))
+                return out, False
+            if av in (_C.AT_END, _C.AT_END_STRING):
+                out.append(("end", av is _C.AT_END))
+                return out, False
+            continue  # \b, \B
+        raise _Unknown
+    return out, True
+
+
+@dataclass(frozen=True)
+class PatternScan:
+    """Where a regex delimiter may start, compiled for scanning (see the module docstring)."""
+
+    leads: tuple  # ((trigger regex or None, lead class regex, reverse run regex), ...): `first` filters with a lead
+    plain: object  # trigger regex of `first` filters without a lead, or None
+    after: object  # regex of the characters an `after` start follows, or None
+    near: tuple  # ((literal regex, its length, least, most), ...): starts `least`..`most` after the literal's start
+    begin: bool
+    end: bool  # a branch can match at the end of the text (candidate there at the end of the stream)
+    dollar: bool  # `$` may match before a final newline
+    triggers: str  # regex source of every character that can trigger a candidate (for the chunk fast path)
+    lead_sources: tuple  # regex sources of the lead classes
+    reach: int = 0  # how far after a trigger a candidate may be (`near`)
+    # The same pattern as `(?:pattern)|(?!)`: it matches the same, but `regex` no longer checks the text the pattern
+    # requires up to the end of the string before each anchored try (which made every try cost the rest of the text).
+    twin: object = None
+    safe: bool = False  # no nested or adjacent repeats: one anchored try cannot blow up (tries skip the per-call timeout)
+    # The characters a match can end with, when nothing else decides a match (no lookaround, `$`, `\Z`, `\b`):
+    # text without them cannot complete a match that is only partly there. None: unknown.
+    completion: object = None
+    # Unbounded lookbehinds that begin with literal text (`(?<=<tool_calls>(?:(?!</tool_calls>)[\s\S])*)`):
+    # `regex` scans them back to the start of the text (greedy, right to left) on every try. `guards` finds those
+    # literals; `unguarded` is the pattern with such lookbehinds replaced by a failure, exact while none of the
+    # literals occurs in the text; otherwise tries run on a slice of the text that starts at the last occurrence.
+    guards: object = None
+    unguarded: object = None
+    relaxed: object = None  # such lookbehinds removed (always true): matches at least wherever the pattern does
+
+
+def analyze(pattern: str) -> PatternScan | None:
+    """Derive a `PatternScan` from a pattern, or None when its starts cannot be bounded (scan with search)."""
+    if _REGEX_ONLY.search(pattern):
+        return None
+    original = pattern
+    # Python's parser refuses a group name used twice (the `regex` module allows it): names do not matter here
+    pattern = _NAMED.sub(lambda m: m.group(1) + "(", pattern)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            parsed = sre_parse.parse(pattern, re.DOTALL)
+        if parsed.state.flags & (re.IGNORECASE | re.MULTILINE):
+            return None
+        filters, empty = _starts(parsed)
+    except (_Unknown, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
+        return None
+    if empty:
+        return None
+    by_lead: dict[str, list] = {}
+    plain: list = []
+    after = _EMPTY
+    near: list = []
+    begin = end = dollar = False
+    for kind in filters:
+        if kind[0] == "first":
+            piece = regex.escape(kind[3]) if kind[3] else kind[1].source()
+            if kind[2] is None:
+                if piece:
+                    plain.append(piece)
+            else:
+                by_lead.setdefault(kind[2].source(), [])
+                if piece:
+                    by_lead[kind[2].source()].append(piece)
+        elif kind[0] == "after":
+            after = after | kind[1]
+        elif kind[0] == "near":
+            near.append(kind[1:])
+        elif kind[0] == "begin":
+            begin = True
+        elif kind[0] == "end":
+            end = True
+            dollar = dollar or kind[1]
+    leads = []
+    triggers = []
+    for lead_source, pieces in by_lead.items():
+        source = "|".join(sorted(set(pieces), key=lambda piece: (-len(piece), piece)))
+        leads.append(
+            (
+                regex.compile(source, regex.DOTALL) if source else None,
+                regex.compile(lead_source),
+                regex.compile(f"(?r)(?!{lead_source}).", regex.DOTALL),
+                regex.compile(f"(?!{lead_source}).", regex.DOTALL),
+            )
+        )
+        if source:
+            triggers.append(source)
+    plain_source = "|".join(sorted(set(plain), key=lambda piece: (-len(piece), piece)))
+    if plain_source:
+        triggers.append(plain_source)
+    if after.source():
+        triggers.append(after.source())
+    near_sources = []
+    for literal, least, most in sorted(set(near)):
+        near_sources.append((regex.compile(regex.escape(literal)), len(literal), least, most))
+        triggers.append(regex.escape(literal))
+    if dollar:
+        triggers.append(r"\n")
+    return PatternScan(
+        leads=tuple(leads),
+        plain=regex.compile(plain_source, regex.DOTALL) if plain_source else None,
+        after=regex.compile(after.source()) if after.source() else None,
+        near=tuple(near_sources),
+        begin=begin,
+        end=end,
+        dollar=dollar,
+        triggers="|".join(triggers),
+        lead_sources=tuple(by_lead),
+        reach=max((most for _, _, _, most in near_sources), default=0),
+        twin=None if _risky(parsed) else _twin(original),
+        safe=not _risky(parsed),
+        completion=_completion(parsed, original),
+        **_guards(original),
+    )
+
+
+# A lookbehind that can scan back over any text (not just a run of spaces or of a few characters).
+_WIDE = regex.compile(r"\\[SWD]|\[\^|(?<!\\)\.|\\s\\S|\\S\\s|\\w\\W|\\d\\D")
+_LOOKBEHIND = regex.compile(r"(?<!\\)(?:\\\\)*\(\?<=")
+
+
+def _group_end(pattern: str, at: int) -> int | None:
+    """The index just past the group opening at `at` (its closing parenthesis), or None."""
+    depth, index, in_class = 0, at, False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if in_class:
+            if char == "]":
+                in_class = False
+        elif char == "[":
+            in_class = True
+            if pattern[index + 1:index + 2] == "]":
+                index += 1
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        index += 1
+    return None
+
+
+def _guards(pattern: str) -> dict:
+    literals, pieces, last = [], [], 0
+    for found in _LOOKBEHIND.finditer(pattern):
+        start = found.end() - 4
+        stop = _group_end(pattern, start)
+        if stop is None:
+            return {}
+        inner = _NAMED.sub(lambda m: m.group(1) + "(", pattern[start + 4:stop - 1])
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                sub = sre_parse.parse(inner, re.DOTALL)
+            low, high = sub.getwidth()
+            if high <= 256 or not _WIDE.search(inner):
+                continue  # bounded, or a run of a few kinds of characters (`\}\s*`): cheap to scan back
+            starts, empty = _starts(sub)
+        except Exception:
+            return {}
+        if empty or not starts or any(k[0] != "first" or k[2] is not None or not k[3] for k in starts):
+            return {}  # an unbounded lookbehind we cannot guard: tries see the whole text
+        literals.extend(k[3] for k in starts)
+        pieces.append((pattern[last:start], start, stop))
+        last = stop
+    if not literals:
+        return {}
+    tail = pattern[last:]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            unguarded = "".join(p + "(?!)" for p, _, _ in pieces) + tail
+            relaxed = "".join(p for p, _, _ in pieces) + tail
+            unguarded, relaxed = (_twin(source) or regex.compile(source, regex.DOTALL) for source in (unguarded, relaxed))
+    except (regex.error, Warning, RecursionError, OverflowError):
+        return {}
+    ordered = sorted(set(literals), key=lambda literal: (-len(literal), literal))
+    return {"guards": regex.compile("|".join(map(regex.escape, ordered))), "unguarded": unguarded, "relaxed": relaxed}
+
+
+def _completion(parsed, pattern: str):
+    if any(marker in pattern for marker in ("(?=", "(?!", "(?<", "$", "\\Z", "\\b", "\\B", "\\A", "^")):
+        return None
+    try:
+        chars, empty = _last(parsed)
+    except _Unknown:
+        return None
+    source = chars.source()
+    return None if empty or not source else regex.compile(source)
+
+
+def _risky(items, inside_loop: bool = False) -> bool:
+    """Whether a repeat holds an alternation or another repeat (`(a|aa)*`, `(a+)+`), or two unbounded repeats follow
+    each other (`\\s*\\s*`): such patterns can backtrack exponentially (or polynomially), and `regex` then only stays
+    fast thanks to its required-text check, which the twin turns off; their tries also keep the per-call timeout."""
+    loop_before = False
+    for op, av in items:
+        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE) and av[1] is _MAXREPEAT:
+            if loop_before:
+                return True
+            loop_before = True
+        elif op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN, _C.BRANCH, _C.SUBPATTERN):
+            loop_before = False
+    for op, av in items:
+        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
+            loops = av[1] is _MAXREPEAT or av[1] > 1
+            if (loops and inside_loop) or _risky(av[2], inside_loop or loops):
+                return True
+        elif op is _C.BRANCH:
+            if inside_loop or any(_risky(alternative, inside_loop) for alternative in av[1]):
+                return True
+        elif op is _C.SUBPATTERN:
+            if _risky(av[3], inside_loop):
+                return True
+        elif op in (_ATOMIC,):
+            if _risky(av, inside_loop):
+                return True
+        elif op in (_C.ASSERT, _C.ASSERT_NOT):
+            if _risky(av[1], inside_loop):
+                return True
+    return False
+
+
+def _twin(pattern: str):
+    if regex.match(r"\(\?[a-zA-Z]+\)", pattern):
+        return None  # global flags must stay first
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return regex.compile(f"(?:{pattern})|(?!)", regex.DOTALL)
+    except (regex.error, Warning, RecursionError, OverflowError):
+        return None
+
+
+def _run_start(back, buffer: str, low: int, at: int) -> int:
+    """Start of the run of lead-class characters that ends at `at` (not before `low`)."""
+    found = back.search(buffer, low, at)
+    work[0] += at - (found.end() if found is not None else low) + 1
+    return found.end() if found is not None else low
+
+
+def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, eos: bool, limit: int, timed, guards=None):
+    """Find the first candidate at or after `start` (>= `pos`; positions before `start` are known dead) where
+    `pattern` matches or could still match. Candidates past `limit` are not examined.
+
+    Returns (kind, match, at, dead): kind is "match" (a complete match `match` at `at`), "hold" (a match may start at
+    `at` once more text comes) or None; `dead` is how far every position is now known not to start a match."""
+    end = len(buffer)
+    stop = min(limit, end)
+    if scan.twin is not None:
+        pattern = scan.twin
+    # the next candidate of each source, recomputed after it is examined
+    sources: list = []
+    for trigger, lead, back, forward in scan.leads:
+        sources.append(["lead", trigger, lead, (back, forward), start, None])
+    if scan.plain is not None:
+        sources.append(["plain", scan.plain, None, None, start, None])
+    if scan.after is not None:
+        sources.append(["after", scan.after, None, None, start, None])
+    for literal, size, least, most in scan.near:
+        sources.append(["near", literal, (size, least, most), [], max(0, start - most), None])
+    fixed: list[int] = []
+    if scan.begin and start == 0:
+        fixed.append(0)
+    if scan.dollar and end and buffer[end - 1] == "\n" and end - 1 >= start:
+        fixed.append(end - 1)
+    if eos and scan.end:
+        fixed.append(end)
+    for trigger, lead, back, _ in scan.leads:  # a run of the lead class reaching the end: a partial (or `\Z`) match
+        if end > start and lead.match(buffer, end - 1):
+            at = _run_start(back, buffer, max(pos, start), end)
+            if at >= start:
+                fixed.append(at)
+    tried = -1
+    while True:
+        best = None
+        for source in sources:
+            cand = source[5]
+            if cand is None or cand <= tried:
+                cand = _next(source, buffer, pos, max(start, tried + 1), stop, end)
+                source[5] = cand
+            if cand is not None and (best is None or cand < best):
+                best = cand
+        for cand in fixed:
+            if cand > tried and cand <= stop and (best is None or cand < best):
+                best = cand
+        if best is None or best > stop:
+            return None, None, None, max(start, stop + 1 if stop < end else end)
+        tried = best
+        if best == end and not eos:
+            # an empty partial match at the very end holds nothing
+            continue
+        work[0] += 1
+        kind, match = _try(pattern, scan, buffer, best, eos, timed, guards)
+        if kind is None:
+            continue
+        return kind, match, best, best
+
+
+def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool):
+    """Try `pattern` at `at`. Returns (kind, match) as `scan_pattern` does, or ("more", None) when `text` is a window
+    that ends before the real text (not `whole`) and the answer may depend on what follows."""
+    end = len(text)
+    if eos and whole:
+        match = timed(pattern.match, text, at)
+        return ("match", match) if match is not None else (None, None)
+    # The preferred way through the pattern from here: a complete match, or a partial one (it reaches the end of the
+    # text first: more text decides), or none.
+    match = timed(pattern.match, text, at, partial=True)
+    if match is None:
+        return None, None
+    if match.partial or match.end() == end:
+        return ("hold", None) if whole else ("more", None)  # at the edge: a repeat or an alternative may still grow
+    work[0] += match.end() - at
+    if eos:
+        return "match", match
+    if timed(pattern.fullmatch, text, at, partial=True) is None:
+        return "match", match  # no way through the pattern reaches the end
+    return ("probe", match) if whole else ("more", None)
+
+
+class Shifted:
+    """A match found in a slice of the text, with positions in the whole text."""
+
+    def __init__(self, match, offset: int):
+        self._match, self._offset = match, offset
+        self.partial = match.partial
+
+    def start(self, *group):
+        return self._match.start(*group) + self._offset
+
+    def end(self, *group):
+        return self._match.end(*group) + self._offset
+
+    def span(self, *group):
+        return self.start(*group), self.end(*group)
+
+    def groupdict(self, *default):
+        return self._match.groupdict(*default)
+
+    def group(self, *groups):
+        return self._match.group(*groups)
+
+
+def _try(pattern, scan, buffer: str, at: int, eos: bool, timed, guards):
+    if guards is None:
+        return _decide(pattern, buffer, at, eos, timed, True)
+    if not guards:  # no literal of an unbounded lookbehind anywhere yet: those lookbehinds cannot succeed
+        return _decide(scan.unguarded, buffer, at, eos, timed, True)
+    if _decide(scan.relaxed, buffer, at, eos, timed, True)[0] is None:
+        return None, None  # not even without those lookbehinds
+    # Try on a slice that starts at the last such literal before `at` (or a little context before `at`), so the
+    # lookbehinds do not scan back through the whole text; widen the window while the answer depends on its end.
+    index = bisect.bisect_right(guards, at) - 1
+    start = max(0, at - 256) if index < 0 else min(max(0, at - 256), guards[index])
+    end = len(buffer)
+    width = 4096
+    while True:
+        stop = min(end, at + width)
+        whole = stop == end or scan.end or scan.dollar
+        stop = end if whole else stop
+        work[0] += stop - start
+        kind, match = _decide(pattern, buffer[start:stop], at - start, eos, timed, whole)
+        if kind != "more":
+            return kind, (Shifted(match, start) if match is not None else None)
+        width *= 4
+
+
+def track_guards(scan, buffer: str, positions: list, state: list, base: int) -> None:
+    """Record (in `positions`, stream positions) where the literals of the unbounded lookbehinds occur, scanning
+    only the text added since the last call (`state` holds how far that was)."""
+    start = max(0, state[0] - base - 64)
+    for found in scan.guards.finditer(buffer, start):
+        where = found.start() + base
+        if not positions or where > positions[-1]:
+            positions.append(where)
+    work[0] += len(buffer) - start
+    state[0] = len(buffer) + base
+
+
+def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) -> int | None:
+    """The next candidate of one source at or after `low` (None when none up to `stop`)."""
+    kind, trigger, lead, back = source[0], source[1], source[2], source[3]
+    if kind == "near":
+        size, least, most = lead
+        pending = back
+        while True:
+            while pending and pending[0] < low:
+                pending.pop(0)
+            if pending:
+                return pending[0]
+            anchor_from = max(source[4], low - most)
+            horizon = min(end, stop - least + size)
+            if anchor_from >= horizon:
+                return None
+            found = trigger.search(buffer, anchor_from, horizon)
+            work[0] += (found.start() if found is not None else horizon) - anchor_from
+            if found is None:
+                source[4] = max(anchor_from, horizon - size + 1)
+                return None
+            at = found.start()
+            source[4] = at + 1
+            pending.extend(at + width for width in range(least, most + 1) if at + width >= low)
+    if kind == "plain":
+        if low >= min(stop + 1, end):
+            return None
+        found = trigger.search(buffer, low, min(stop + 1, end), partial=True)
+        if found is not None and found.start() == found.end():
+            found = None  # `regex` reports an empty partial match at the end of the window
+        work[0] += (found.start() if found is not None else min(stop + 1, end)) - low
+        return found.start() if found is not None else None
+    if kind == "after":
+        begin = max(low - 1, 0)
+        if begin >= min(stop, end):
+            return None
+        found = trigger.search(buffer, begin, min(stop, end))
+        work[0] += (found.start() if found is not None else min(stop, end)) - begin
+        return found.end() if found is not None else None
+    # lead: an anchor character, walked back over the lead run before it
+    if trigger is None:
+        return None
+    back, forward = source[3]
+    anchor_from = source[4] if source[4] > low else low
+    while True:
+        horizon = min(stop + 1, end)  # anchors before this position
+        if 0 < horizon < end and lead.match(buffer, horizon - 1):
+            # `stop` is inside a run of the lead class: an anchor right after the run starts a candidate <= stop
+            found = forward.search(buffer, horizon)
+            run_end = found.start() if found is not None else end
+            work[0] += run_end - horizon
+            horizon = min(run_end + 1, end)
+        if anchor_from >= horizon:
+            return None
+        found = trigger.search(buffer, anchor_from, horizon, partial=True)
+        if found is not None and found.start() == found.end():
+            found = None
+        work[0] += (found.start() if found is not None else horizon) - anchor_from
+        if found is None:
+            source[4] = horizon
+            return None
+        at = found.start()
+        cand = _run_start(back, buffer, pos, at)
+        source[4] = at + 1
+        if cand >= low:
+            return cand
+        anchor_from = at + 1
+
+
+__all__ = ["PatternScan", "analyze", "scan_pattern", "work", "regex_time_left"]
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """What a chunk must avoid for a watch (a parser state) to skip the scan: none of its trigger characters, and
+    not ending in a run of a lead class (held back: a delimiter may still start there)."""
+
+    trigger: object  # regex of every character that can make a candidate, or None
+    any_lead: object  # regex matching one character of any lead class, or None
+    leads: tuple  # (reverse "not in the class" regex, ...) one per lead class
+    after: object  # regex of the characters an `after` start follows, or None
+    begin: bool
+    reach: int  # how far before the chunk a trigger may still make a candidate in it
+
+
+def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
+    """The fast path of a watch whose regex delimiters all have a `PatternScan` (else None)."""
+    if any(scan is None for scan in scans):
+        return None
+    triggers = [regex.escape(char) for char in sorted(set(literal_firsts))]
+    triggers += [scan.triggers for scan in scans if scan.triggers]
+    lead_sources = sorted({source for scan in scans for source in scan.lead_sources})
+    after = [scan.after.pattern for scan in scans if scan.after is not None]
+    return FastPath(
+        trigger=regex.compile("|".join(triggers)) if triggers else None,
+        any_lead=regex.compile("|".join(lead_sources)) if lead_sources else None,
+        leads=tuple(regex.compile(f"(?r)(?!{source}).", regex.DOTALL) for source in lead_sources),
+        after=regex.compile("|".join(after)) if after else None,
+        begin=any(scan.begin for scan in scans),
+        reach=max((most + size for scan in scans for _, size, _, most in scan.near), default=0),
+    )
