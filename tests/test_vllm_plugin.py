@@ -127,3 +127,21 @@ def test_no_template_fails_at_startup_with_a_clear_error():
     tokenizer = engines._tokenizer(None)
     with pytest.raises(TypeError, match="no response_template"):
         _parser_cls(tokenizer)
+
+
+def test_vllm_loads_the_plugin_from_the_installed_entry_point():
+    from importlib.metadata import entry_points
+
+    ours = [ep for ep in entry_points(group="vllm.general_plugins") if ep.value.startswith("response_templates.")]
+    if not ours:
+        if os.environ.get("RESPONSE_TEMPLATES_TEST_INSTALLED"):
+            pytest.fail("the installed package has no vllm.general_plugins entry point")
+        pytest.skip("response-templates is not installed here (source tree): no entry point to load")
+    from vllm.plugins import load_general_plugins
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    load_general_plugins()
+    assert ToolParserManager.get_tool_parser("response_templates").__name__ == "ResponseTemplatesToolParser"
+    assert ReasoningParserManager.get_reasoning_parser("response_templates").__name__ == (
+        "ResponseTemplatesReasoningParser")
