@@ -1,6 +1,6 @@
 """Parse stored generations at cluster scale with Ray Data, using the response template of the model's tokenizer.
 
-    pip install "response-templates[ray]"
+    pip install ".[ray]"                                                  # from a checkout
     python examples/ray_dataset.py --rows 20000 --output /tmp/parsed      # a local Ray with 2 CPUs
     python examples/ray_dataset.py --address auto ...                      # an existing Ray cluster
 

@@ -21,8 +21,8 @@ def _need_ray():
         import ray  # noqa: F401
     except ImportError as error:
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"Ray Data must be installed on CI (pip install 'response-templates[ray]'): {error}")
-        pytest.skip(f"Ray Data is not installed ({error}); pip install 'response-templates[ray]'")
+            pytest.fail(f"Ray Data must be installed on CI (pip install '.[ray]'): {error}")
+        pytest.skip(f"Ray Data is not installed ({error}); pip install '.[ray]'")
 
 
 def _run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
