@@ -7,6 +7,7 @@
     response-templates parse --template my_template.json --openai --tools tools.json < out.txt  # OpenAI chunks
     response-templates verify --template qwen3 --chat-template Qwen--Qwen3-8B.jinja
     response-templates infer path/to/model_dir                # infer a template from a chat template
+    response-templates check --engine all qwen3 hermes        # which serving engines give the same messages
     response-templates push --help                            # open Hub pull requests (maintainers)
 
 Errors are reported as one line on stderr with a non-zero exit status (2 for usage errors, 1 otherwise).
@@ -439,6 +440,29 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         raise CLIError(str(error)) from None
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    from response_templates import engines
+
+    names = args.names or [str(n) for n in _library().list_templates()]
+    for name in names:
+        _library_entry(name)  # unknown names: one clear line
+    wanted = list(engines.ENGINES) if args.engine == "all" else [args.engine]
+    if args.engine != "all" and engines.engine_unavailable(args.engine):
+        raise CLIError(engines.engine_unavailable(args.engine))
+    try:
+        engines.corpora_dir(args.corpora)
+    except FileNotFoundError as error:
+        raise CLIError(str(error)) from None
+    transform = engines.thinking_form if args.form == "thinking" else None
+    reports = engines.check(names, wanted, corpora=args.corpora, transform=transform)
+    if args.json:
+        _print_json([r.as_dict() for r in reports], indent=2)
+    else:
+        print(engines.matrix_markdown(reports))
+    bad = [r for r in reports if r.status in (engines.REJECTED, engines.DIFFERS)]
+    return 1 if args.strict and bad else 0
+
+
 def _cmd_push(argv: list[str]) -> int:
     from response_templates import publish  # imported only here: it needs huggingface_hub
 
@@ -517,6 +541,15 @@ def build_parser() -> argparse.ArgumentParser:
     from response_templates.infer import add_infer_parser  # `infer` lives with the inference code
 
     add_infer_parser(sub)
+    p = sub.add_parser("check", help="measure which serving engines load each template and give the same message")
+    p.add_argument("names", nargs="*", metavar="NAME", help="library templates (default: all)")
+    p.add_argument("--engine", default="all", choices=["transformers", "transformers-serve", "vllm", "all"],
+                   help="engine to run (default: all installed ones)")
+    p.add_argument("--form", default="published", choices=["published", "thinking"],
+                   help="check the template as published, or with reasoning_content renamed thinking")
+    p.add_argument("--corpora", help="folder of template corpora (default: tests/data/corpora of a checkout)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per template and engine")
+    p.add_argument("--strict", action="store_true", help="exit 1 when an engine rejects a template or differs")
 
     sub.add_parser("push", help="open Hub pull requests adding templates (see `push --help`)", add_help=False)
     return parser
@@ -540,7 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise CLIError("--chunk-size only applies with --stream or --openai")
         if args.command == "infer":
             return _cmd_infer(args)
-        return {"list": _cmd_list, "show": _cmd_show, "parse": _cmd_parse, "verify": _cmd_verify}[args.command](args)
+        commands = {"list": _cmd_list, "show": _cmd_show, "parse": _cmd_parse, "verify": _cmd_verify}
+        commands["check"] = _cmd_check
+        return commands[args.command](args)
     except CLIError as error:
         _fail(str(error))
         return error.status

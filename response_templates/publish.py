@@ -226,7 +226,8 @@ def _markdown_text(text: str) -> str:
     return "".join(part if part.startswith("`") else part.replace("<", "&lt;") for part in parts)
 
 
-def pr_description(repo_id: str, entry: dict, chat_template_names: Sequence[str], sha: str, cases: int | None) -> str:
+def pr_description(repo_id: str, entry: dict, chat_template_names: Sequence[str], sha: str, cases: int | None,
+                   compatibility: str | None = None) -> str:
     family = entry.get("family") or entry["name"]
     checked = ", ".join(f"`{n}`" for n in chat_template_names)
     supports = entry.get("supports") or {}
@@ -239,6 +240,8 @@ def pr_description(repo_id: str, entry: dict, chat_template_names: Sequence[str]
     case_text = f" ({cases} cases)" if cases else ""
     notes = "".join(f"- {_markdown_text(note)}\n" for note in entry.get("notes") or ())
     notes_section = f"\n## Format notes\n\n{notes}" if notes else ""
+    if compatibility:
+        notes_section += f"\n## Serving engines\n\n{_markdown_text(compatibility)}\n"
     return f"""\
 This pull request adds one key, `response_template`, to `tokenizer_config.json`. Nothing else in the file changes.
 
@@ -479,6 +482,43 @@ def _default_verifier():
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Which engines can serve the template
+
+
+def engine_compatibility(entry: dict) -> str:
+    """The `response-templates check` matrix of ``entry``'s template on the engines installed here (Markdown).
+
+    The template is published in the form transformers documents (reasoning in ``reasoning_content``); the text
+    says what other engines need when they refuse it or parse it differently."""
+    from . import engines
+
+    try:
+        cases = engines.load_corpus(entry["name"])
+    except (OSError, ValueError) as exc:
+        return f"Engine compatibility was not measured: {exc}."
+    reports = [
+        engines.check_template(entry["name"], engine, template=entry["template"], cases=cases)
+        for engine in engines.ENGINES
+    ]
+    measured = [r for r in reports if r.available]
+    text = (
+        "Measured with `response-templates check`: the corpus of this template parsed by each engine's own code, "
+        "compared with this library's parser.\n\n" + engines.matrix_markdown(measured)
+    )
+    if any(r.engine == "vllm" and r.status == engines.REJECTED for r in measured):
+        text += (
+            "\n\nvLLM's `hf` parser routes a reasoning field named `thinking` (not `reasoning_content`) and refuses "
+            "`join` or a `transform` on `thinking`/`content`; to serve this model with vLLM as it is, use the "
+            "response-templates plugin (`--reasoning-parser response_templates --tool-call-parser "
+            "response_templates`)."
+        )
+    missing = [r.engine for r in reports if not r.available]
+    if missing:
+        text += f"\n\nNot measured (not installed where this was published): {', '.join(missing)}."
+    return text
+
+
+# ----------------------------------------------------------------------------------------------------------
 # The run
 
 
@@ -492,6 +532,7 @@ class Publisher:
         verifier: Callable | None = None,
         chat_template_names: Sequence[str] = (),
         cache_dir: str | None = None,
+        compatibility: Callable[[dict], str] | None = None,
     ):
         self.api = api
         self.dry_run = dry_run
@@ -501,6 +542,9 @@ class Publisher:
         self.cache_dir = cache_dir
         self.err = sys.stderr
         self._bar = None  # the progress bar while a run is going on
+        # entry -> the engine compatibility section (Markdown); see engine_compatibility
+        self.compatibility = compatibility if compatibility is not None else engine_compatibility
+        self._compatibility: dict[str, str] = {}
 
     def publish_repo(self, repo_id: str, entry: dict) -> RepoResult:
         name = entry["name"]
@@ -562,7 +606,8 @@ class Publisher:
             repo_id,
             operations=[CommitOperationAdd(path_in_repo=TOKENIZER_CONFIG, path_or_fileobj=new_text.encode("utf-8"))],
             commit_message=PR_TITLE,
-            commit_description=pr_description(repo_id, entry, list(templates), snap.sha, cases or None),
+            commit_description=pr_description(repo_id, entry, list(templates), snap.sha, cases or None,
+                                              self.compatibility_of(entry)),
             create_pr=True,
             parent_commit=snap.sha,  # the PR starts from the exact file we edited
         )
@@ -587,6 +632,16 @@ class Publisher:
     def log(self, text: str) -> None:
         _write(self.err, self._bar, text)
 
+    def compatibility_of(self, entry: dict) -> str:
+        """The engine matrix of one template, measured once per run."""
+        key = json.dumps([entry["name"], entry["template"]], sort_keys=True)
+        if key not in self._compatibility:
+            try:
+                self._compatibility[key] = self.compatibility(entry)
+            except Exception as exc:  # the matrix informs; it never stops a publication
+                self._compatibility[key] = f"Engine compatibility was not measured: {type(exc).__name__}: {exc}"
+        return self._compatibility[key]
+
     def run(self, targets: Sequence[tuple[str, dict]], *, out=None, err=None) -> list[RepoResult]:
         out = out or sys.stdout
         err = self.err = err or sys.stderr
@@ -596,9 +651,13 @@ class Publisher:
             from tqdm.auto import tqdm
 
             bar = self._bar = tqdm(total=len(targets), unit="repo", file=err, leave=False)
+        shown: set[str] = set()
         for index, (repo_id, entry) in enumerate(targets, 1):
             if bar is not None:
                 bar.set_description(repo_id)
+            if self.dry_run and entry["name"] not in shown:  # what the pull requests of this template will say
+                shown.add(entry["name"])
+                _write(out, bar, f"== serving engines: {entry['name']}\n{self.compatibility_of(entry)}\n")
             result = self.publish_repo(repo_id, entry)
             results.append(result)
             if self.dry_run and result.diff:

@@ -141,6 +141,8 @@ def test_dry_run_prints_diff_and_writes_nothing(hub, capsys):
     assert "--- a/org/toy-1/tokenizer_config.json" in out and "+++ b/org/toy-2/tokenizer_config.json" in out
     assert '-  "unk_token": "ünk"\n+  "unk_token": "ünk",\n+  "response_template": {' in out
     assert "2 would open" in out and "nothing was written" in out
+    # The engine matrix is printed once per template (this toy template has no corpus to measure it with).
+    assert out.count("== serving engines: toy") == 1 and "no corpus for template 'toy'" in out
 
 
 def test_dry_run_works_without_token(hub, monkeypatch, capsys):
@@ -471,7 +473,11 @@ def test_real_template_is_verified_and_published(hub, capsys):
     assert len(hub.commits) == 1 and hub.commits[0]["create_pr"]
     new = json.loads(hub.file(model, "tokenizer_config.json", "refs/pr/1"))
     assert new[KEY] == entry["template"] and {k: v for k, v in new.items() if k != KEY} == json.loads(original)
-    assert f"`{entry['name']}` template" in hub.repos[model].discussions[0]["description"]
+    description = hub.repos[model].discussions[0]["description"]
+    assert f"`{entry['name']}` template" in description
+    # The engine matrix of `response-templates check`, measured on the template's corpus.
+    assert "## Serving engines" in description and "| template | transformers | transformers-serve |" in description
+    assert f"| {entry['name']} | same (" in description
 
 
 def test_library_entries_select_cleanly():

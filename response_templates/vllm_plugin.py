@@ -1,0 +1,314 @@
+"""This package's parser inside vLLM: `--reasoning-parser response_templates --tool-call-parser response_templates`.
+
+    vllm serve Qwen/Qwen3-8B --reasoning-parser response_templates --tool-call-parser response_templates \\
+        --enable-auto-tool-choice
+
+vLLM loads the `vllm.general_plugins` entry point of this package (`register`) in every process. It registers a
+reasoning parser and a tool parser named `response_templates`, and makes vLLM's parser manager compose them into
+one `ResponseTemplatesParser`, which parses reasoning, content and tool calls in one pass with this package's
+parser (as vLLM does for its own unified parsers): the template comes from the tokenizer's metadata
+(`response_template` in tokenizer_config.json), else from the library (`response_templates.template_for`, by model
+id or chat template). Streaming goes through `OpenAIStreamAdapter`, so the deltas a client assembles give exactly
+the one-shot message; with a fast tokenizer the parser reads token ids, so a control token that the model spelled
+out as plain text does not end a region.
+
+Unlike vLLM's own `hf` parser, every template of the library works: `reasoning_content` or `thinking`, `join`,
+transforms and every content parser.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any, Sequence
+
+NAME = "response_templates"
+_REASONING_FIELDS = ("reasoning_content", "thinking")
+
+__all__ = ["NAME", "register", "resolve_template"]
+
+
+def resolve_template(tokenizer: Any) -> dict | None:
+    """The tokenizer's `response_template` metadata, else the library's template for it, else None."""
+    template = getattr(tokenizer, "response_template", None)
+    if not isinstance(template, dict):
+        template = (getattr(tokenizer, "init_kwargs", None) or {}).get("response_template")
+    if isinstance(template, dict):
+        return copy.deepcopy(template)
+    from .library import template_for
+
+    for candidate in (tokenizer, getattr(tokenizer, "name_or_path", None)):
+        if candidate:
+            try:
+                found = template_for(candidate)
+            except Exception:  # an unusual tokenizer object: try the next way
+                found = None
+            if found is not None:
+                return copy.deepcopy(found)
+    return None
+
+
+def register() -> None:
+    """Register the `response_templates` reasoning and tool parsers with vLLM. Safe to call more than once."""
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    classes = _classes()
+    ReasoningParserManager.register_module(NAME, force=True, module=classes["reasoning"])
+    ToolParserManager.register_module(NAME, force=True, module=classes["tool"])
+    _route_parser_manager(classes["parser"])
+
+
+def _route_parser_manager(parser_cls: type) -> None:
+    """Make vLLM's ParserManager compose our two parsers into `parser_cls` (once, however often it is called)."""
+    try:
+        from vllm.parser.parser_manager import ParserManager
+    except ImportError:  # a vLLM without a parser manager composes reasoning and tool parsers itself
+        return
+    original = ParserManager.__dict__.get("_compose_parser")
+    if original is None or getattr(original.__func__, "_response_templates", False):
+        return
+    compose = original.__func__
+
+    def _compose_parser(cls, tool_parser_name=None, reasoning_parser_name=None, enable_auto_tools=False, **kwargs):
+        names = {tool_parser_name, reasoning_parser_name}
+        if NAME not in names:
+            return compose(cls, tool_parser_name=tool_parser_name, reasoning_parser_name=reasoning_parser_name,
+                           enable_auto_tools=enable_auto_tools, **kwargs)
+        if names - {NAME, None, ""}:
+            raise TypeError(f"the {NAME} parser parses reasoning and tool calls; it cannot be combined with others")
+        reasoning_cls = cls.get_reasoning_parser(reasoning_parser_name)
+        tool_cls = cls.get_tool_parser(tool_parser_name, enable_auto_tools, kwargs.get("model_name"))
+        if reasoning_cls is None and tool_cls is None:
+            return None
+
+        class _Composed(parser_cls):
+            reasoning_parser_cls = reasoning_cls
+            tool_parser_cls = tool_cls
+            _enable_auto_tools = enable_auto_tools
+
+        return _Composed
+
+    _compose_parser._response_templates = True
+    ParserManager._compose_parser = classmethod(_compose_parser)
+
+
+@functools.lru_cache(maxsize=None)
+def _classes() -> dict[str, type]:
+    """The vLLM classes, built once (they subclass vLLM's, so vLLM is imported only here)."""
+    from vllm.entrypoints.generate.base.protocol import DeltaFunctionCall, DeltaMessage, DeltaToolCall, FunctionCall
+    from vllm.parser.abstract_parser import Parser
+    from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
+    from vllm.tool_parsers.abstract_tool_parser import ToolParser
+
+    from . import ResponseParser, load_template, parse_response
+    from .openai_adapter import OpenAIStreamAdapter, to_openai_message
+
+    def template_of(tokenizer: Any) -> dict:
+        template = resolve_template(tokenizer)
+        if template is None:
+            raise ValueError(
+                f"--reasoning-parser/--tool-call-parser {NAME}: the tokenizer has no response_template in its "
+                "configuration and the response-templates library has none for this model"
+            )
+        load_template(template)  # a broken template fails at startup, with the field and key at fault
+        return template
+
+    class ResponseTemplatesReasoningParser(ReasoningParser):
+        """Registered as `--reasoning-parser response_templates`; `ResponseTemplatesParser` does the parsing."""
+
+        def __init__(self, tokenizer, *args, **kwargs):
+            super().__init__(tokenizer, *args, **kwargs)
+            self.response_template = template_of(tokenizer)
+
+        def is_reasoning_end(self, input_ids: Sequence[int]) -> bool:
+            return _reasoning_closed(self.response_template, self.model_tokenizer, input_ids)
+
+        def extract_content_ids(self, input_ids: list[int]) -> list[int]:
+            return input_ids
+
+        def extract_reasoning(self, model_output, request):
+            message = parse_response(model_output, self.response_template, prefix="")
+            reasoning = next((message[k] for k in _REASONING_FIELDS if message.get(k) is not None), None)
+            return reasoning, message.get("content")
+
+        def extract_reasoning_streaming(self, *args, **kwargs):
+            raise NotImplementedError(f"{NAME}: ResponseTemplatesParser streams reasoning")
+
+    class ResponseTemplatesToolParser(ToolParser):
+        """Registered as `--tool-call-parser response_templates`; `ResponseTemplatesParser` does the parsing."""
+
+        supports_required_and_named = False  # the calls are read in the model's own format
+
+        def extract_tool_calls(self, model_output, request):
+            raise NotImplementedError(f"{NAME}: ResponseTemplatesParser extracts tool calls")
+
+        def extract_tool_calls_streaming(self, *args, **kwargs):
+            raise NotImplementedError(f"{NAME}: ResponseTemplatesParser streams tool calls")
+
+    class ResponseTemplatesParser(Parser):
+        """Reasoning, content and tool calls in one pass of this package's parser."""
+
+        reasoning_parser_cls = ResponseTemplatesReasoningParser
+        tool_parser_cls = ResponseTemplatesToolParser
+        _enable_auto_tools = False
+
+        def __init__(self, tokenizer, tools=None, *args, **kwargs):
+            super().__init__(tokenizer, tools, *args, **kwargs)
+            self.response_template = template_of(tokenizer)
+            self._tools = _tool_dicts(tools)
+            self._ids = bool(getattr(tokenizer, "is_fast", False))  # token ids: spelled-out control tokens defused
+            self._prompt: list[int] | str = [] if self._ids else ""
+            self._adapter: OpenAIStreamAdapter | None = None
+            self._broken = False
+
+        def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
+            ids = list(prompt_token_ids)
+            self._prompt = ids if self._ids else _decode(self.model_tokenizer, ids)
+            self._adapter = None
+
+        def adjust_request(self, request):
+            request.skip_special_tokens = False  # the delimiters are often special tokens
+            if hasattr(request, "spaces_between_special_tokens"):
+                request.spaces_between_special_tokens = False
+            return request
+
+        def is_reasoning_end(self, input_ids: list[int]) -> bool:
+            return _reasoning_closed(self.response_template, self.model_tokenizer, input_ids)
+
+        def _parse_tools(self, request, enable_auto_tools: bool) -> bool:
+            if self._tool_parser is None or request.tool_choice == "none":
+                return False
+            return bool(enable_auto_tools) or request.tool_choice not in (None, "auto")
+
+        def parse(self, model_output, request, enable_auto_tools=False, model_output_token_ids=()):
+            self._initialize_history_tool_call_cnt(request)
+            text_or_ids: Any = list(model_output_token_ids) if self._ids and model_output_token_ids else model_output
+            tokenizer = self.model_tokenizer if not isinstance(text_or_ids, str) else None
+            prefix = self._prompt if tokenizer is not None or isinstance(self._prompt, str) else \
+                _decode(self.model_tokenizer, self._prompt)
+            try:
+                message = parse_response(text_or_ids, self.response_template, prefix=prefix, tools=self._tools,
+                                         tokenizer=tokenizer)
+            except ValueError as error:  # damaged output (e.g. a call that is not JSON): the text as it is
+                # TODO: the core's damaged-output policy (malformed=) once it is public.
+                _logger().warning("%s: output does not parse (%s); returned as content", NAME, error)
+                return None, model_output, None
+            openai = to_openai_message(message, id_factory=self._new_id)
+            reasoning = openai.get("reasoning_content")
+            if reasoning is None:
+                reasoning = next((message[k] for k in _REASONING_FIELDS if message.get(k) is not None), None)
+            if self._reasoning_parser is None and reasoning:
+                reasoning = None  # only parsed when asked for
+            calls = None
+            if openai.get("tool_calls") and self._parse_tools(request, enable_auto_tools):
+                calls = [FunctionCall(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
+                         for c in openai["tool_calls"]]
+            return reasoning, openai.get("content"), calls
+
+        def parse_delta(self, delta_text, delta_token_ids, request, prompt_token_ids=None, *, finished):
+            self._initialize_history_tool_call_cnt(request)
+            if self._adapter is None:
+                if prompt_token_ids is not None and not self._prompt:
+                    self.set_prompt_token_ids(prompt_token_ids)
+                self._adapter = OpenAIStreamAdapter(
+                    self.response_template, self._prompt, tools=self._tools,
+                    tokenizer=self.model_tokenizer if self._ids else None, id_factory=self._new_id,
+                )
+            if self._broken:
+                return DeltaMessage(content=delta_text) if delta_text else None
+            piece = list(delta_token_ids) if self._ids else delta_text
+            try:
+                chunks = self._adapter.feed(piece) if piece else []
+                if finished:
+                    chunks += self._adapter.finish()
+            except ValueError as error:  # damaged output: from here on, the text as it is (see parse)
+                _logger().warning("%s: output does not parse (%s); streamed as content", NAME, error)
+                self._broken = True
+                return DeltaMessage(content=delta_text) if delta_text else None
+            return self._delta(chunks, request)
+
+        def _delta(self, chunks: list[dict], request):
+            reasoning, content, calls = [], [], []
+            parse_tools = self._parse_tools(request, self._enable_auto_tools)
+            for chunk in chunks:
+                for choice in chunk.get("choices", ()):
+                    delta = choice.get("delta") or {}
+                    if delta.get("reasoning_content"):
+                        reasoning.append(delta["reasoning_content"])
+                    if delta.get("content"):
+                        content.append(delta["content"])
+                    for call in delta.get("tool_calls") or ():
+                        if not parse_tools:
+                            continue
+                        function = call.get("function") or {}
+                        calls.append(DeltaToolCall(
+                            index=call["index"], id=call.get("id"), type=call.get("type"),
+                            function=DeltaFunctionCall(name=function.get("name"), arguments=function.get("arguments")),
+                        ))
+            fields: dict[str, Any] = {}
+            if reasoning and self._reasoning_parser is not None and getattr(request, "include_reasoning", True):
+                fields["reasoning"] = "".join(reasoning)
+            if content:
+                fields["content"] = "".join(content)
+            if calls:
+                fields["tool_calls"] = calls
+            return DeltaMessage(**fields) if fields else None
+
+        def _new_id(self, index: int) -> str:
+            from vllm.renderers.chat_utils import make_tool_call_id
+
+            state = self._stream_state
+            name = ""
+            identifier = make_tool_call_id(id_type=state.tool_call_id_type, func_name=name,
+                                           idx=state.history_tool_call_cnt)
+            state.history_tool_call_cnt += 1
+            return identifier
+
+    def _reasoning_closed(template: dict, tokenizer: Any, input_ids: Sequence[int]) -> bool:
+        """Whether the reasoning is over at the end of `input_ids` (a prompt): no reasoning field is open there."""
+        fields = template.get("fields") or {}
+        if not any(k in fields for k in _REASONING_FIELDS):
+            return True
+        try:
+            parser = ResponseParser(template, _decode(tokenizer, list(input_ids)))
+        except Exception:
+            return False
+        open_field = None
+        for event in parser.initial_events:
+            if event["type"] == "region_open":
+                open_field = event.get("field")
+            elif event["type"] == "region_close":
+                open_field = None
+        return open_field not in _REASONING_FIELDS
+
+    return {
+        "reasoning": ResponseTemplatesReasoningParser,
+        "tool": ResponseTemplatesToolParser,
+        "parser": ResponseTemplatesParser,
+    }
+
+
+def _logger():
+    import logging
+
+    return logging.getLogger(__name__)
+
+
+def _decode(tokenizer: Any, ids: list[int]) -> str:
+    try:
+        return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    except TypeError:
+        return tokenizer.decode(ids)
+
+
+def _tool_dicts(tools: Any) -> list[dict] | None:
+    if not tools:
+        return None
+    result = []
+    for tool in tools:
+        if hasattr(tool, "model_dump"):
+            tool = tool.model_dump(exclude_none=True)
+        if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
+            result.append(tool)
+    return result or None
