@@ -49,7 +49,9 @@ def _env() -> dict:
 
     home = str(Path(response_templates.__file__).resolve().parents[1])
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [home, os.environ.get("PYTHONPATH")])),
-            "HF_HUB_OFFLINE": "1"}
+            "HF_HUB_OFFLINE": "1",
+            # the commands run in a scratch folder; `check` reads the corpora of this checkout, as the README says
+            "RESPONSE_TEMPLATES_CORPORA": str(ROOT / "tests" / "data" / "corpora")}
 
 
 def _shell(command: str, cwd, timeout: int = 180) -> subprocess.CompletedProcess:
