@@ -16,7 +16,6 @@ from .core import (
     set_regex_timeout,
 )
 
-from .infer import InferredTemplate, infer_template  # noqa: F401  (inference from chat templates)
 from .integration import attach, patch, unpatch
 from .library import get_entry, get_template, list_templates, template_for
 from .openai_adapter import OpenAIStreamAdapter, to_openai_message
@@ -48,16 +47,19 @@ __all__ = [
 ]
 
 
-# verify() renders chat templates with jinja2: response_templates.verification is loaded only when one of these is
-# asked for. No submodule shares a name with a public attribute, so `rt.verify` is the function whatever was imported.
-_LAZY = {"verify", "verify_entry", "VerifyReport"}
+# verify() and infer_template() render chat templates with jinja2: their modules are loaded only when one of these
+# is asked for. No submodule shares a name with a public attribute, so `rt.verify` is the function whatever was
+# imported.
+_LAZY_FROM = {"verify": "verification", "verify_entry": "verification", "VerifyReport": "verification",
+              "infer_template": "infer", "InferredTemplate": "infer"}
+_LAZY = set(_LAZY_FROM)
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        from . import verification
+    if name in _LAZY_FROM:
+        import importlib
 
-        return getattr(verification, name)
+        return getattr(importlib.import_module(f".{_LAZY_FROM[name]}", __name__), name)
     raise AttributeError(f"module 'response_templates' has no attribute {name!r}")
 
 

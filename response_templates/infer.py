@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verification import _TOOLS, _split, render_chat_template, verify
+from .verification import _TOOLS, _common_prefix, _split, render_chat_template, verify
 
 __all__ = [
     "InferenceError",
@@ -104,12 +104,7 @@ def _call(name: str, arguments: dict, call_id: str) -> dict:
 
 
 def _common_prefix_len(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+    return len(_common_prefix(a, b))
 
 
 def _common_suffix_len(a: str, b: str) -> int:
