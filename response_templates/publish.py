@@ -86,10 +86,14 @@ def load_entry_file(path: str) -> dict:
 
 def _entry_for_model(entries: Sequence[dict], model_id: str) -> dict | None:
     """The entry listing ``model_id``, else the one whose patterns match it (several matching: refused)."""
+    # Same rule as the library's lookup: Hub ids compared without regard to letter case, as the Hub does.
+    wanted = model_id.lower()
     for entry in entries:
-        if model_id in entry.get("models", ()):
+        if any(model.lower() == wanted for model in entry.get("models", ())):
             return entry
-    matched = [e for e in entries if any(re.fullmatch(p, model_id) for p in e.get("model_patterns", ()))]
+    matched = [
+        e for e in entries if any(re.fullmatch(p, model_id, re.IGNORECASE) for p in e.get("model_patterns", ()))
+    ]
     if len(matched) > 1:
         names = ", ".join(e["name"] for e in matched)
         raise UsageError(f"{model_id} matches the patterns of several templates ({names}); pick one with --template")

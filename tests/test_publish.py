@@ -381,6 +381,9 @@ def test_selection_by_family_template_and_model():
         pick([a, b, c], models=["org/b7-extra"])
     assert [e["name"] for _, e in pick([a, b, c], names=["gamma"], models=["org/b7-extra"])] == ["gamma"]
     assert [e["name"] for _, e in pick([a, b, c], models=["org/b1"])] == ["beta"]  # listed beats patterns
+    # Hub ids ignore letter case, as in the library's lookup: the publisher serves the same repos.
+    assert [(m, e["name"]) for m, e in pick([a, b], models=["ORG/A2", "Org/B7-Extra"])] == [
+        ("ORG/A2", "alpha"), ("Org/B7-Extra", "beta")]
     with pytest.raises(publish.UsageError, match="no library template for family Delta"):
         pick([a, b], families=["Delta"])
 
