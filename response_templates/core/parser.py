@@ -32,6 +32,10 @@ _CONTEXT = 256
 _LONG_HOLD = 4096
 # Drop consumed text once this much has piled up (amortises the copy).
 _TRIM_AT = 4096
+# Chunks up to this long (ASCII) are checked for trigger characters with a set, longer ones with a regex search.
+_SET_CHECK = 64
+# At the end of the text, a regex delimiter with at most this much text left is found with one plain search.
+_SHORT_SEARCH = 512
 
 logger = logging.getLogger("response_templates")
 
@@ -90,6 +94,8 @@ class ResponseParser:
         self._clean = False  # the held text holds no trigger of the current watch (see feed's fast path)
         self._output: dict = compiled.fresh_defaults()
         self._finalized = False
+        self._plain = self._decoder is None  # feed takes text and the parser is not finalized (feed's fast path)
+        self._trims = not compiled.keeps_history
         self._reset()
         self.initial_events: list[dict] = []
         if self._decoder is not None:
@@ -110,81 +116,100 @@ class ResponseParser:
 
     def feed(self, chunk: Any) -> list[dict]:
         """Add generated text (or token ids, with tokenizer=) and return the events it settles."""
-        if self._finalized:
-            raise RuntimeError("this ResponseParser is finalized; create a new one for the next message")
-        if self._decoder is not None:
-            if isinstance(chunk, str):
-                raise TypeError("this parser was created with tokenizer=, so feed() takes token ids, not text")
-            chunk = self._decoder.feed(chunk)
-        elif not isinstance(chunk, str):
-            raise TypeError(
-                f"feed() takes text, got {type(chunk).__name__}; to feed token ids, create the parser with tokenizer="
-            )
-        events: list[dict] = []
-        if chunk:
-            # Appending to a string nothing else references lets CPython grow it in place instead of copying it.
-            buffer, self._buffer = self._buffer, ""
-            old_end = len(buffer)
-            nothing_held = self._pos == old_end
-            buffer += chunk
-            self._buffer = buffer
-            watch = self._watch
-            if watch.simple:
+        if not (self._plain and chunk.__class__ is str):
+            return self._feed_other(chunk)
+        if not chunk:
+            return []
+        # Appending to a string nothing else references lets CPython grow it in place instead of copying it.
+        buffer, self._buffer = self._buffer, ""
+        old_end = len(buffer)
+        pos = self._pos
+        buffer += chunk
+        self._buffer = buffer
+        watch = self._watch
+        if watch.simple:
+            if pos == old_end:
                 lone = watch.lone_starter
-                if nothing_held and not (lone in chunk if lone is not None else watch.may_start_in(chunk)):
+                if not (lone in chunk if lone is not None else watch.may_start_in(chunk)):
                     # The common case: no delimiter can start in this chunk, so all of it goes to the current region.
                     self._pos = len(buffer)
-                    self._take(events, chunk)
-                    return events
-            elif watch.fast is not None and self._fast(watch.fast, buffer, old_end, nothing_held, chunk, events):
-                return events
-        with regex_budget(len(self._buffer) - self._pos):
+                    return self._take(chunk)
+        else:
+            fast = watch.fast
+            if fast is not None and (
+                self._clean
+                or (pos == old_end and (fast.after is None or old_end == 0 or not fast.after.match(buffer, old_end - 1)))
+            ):
+                # A watch with regex delimiters: when the chunk holds none of their trigger characters (and the held
+                # text, if any, was held only as a run of a lead class such as whitespace), the only place a
+                # delimiter may still start is a run of a lead class at the end.
+                if not (fast.begin and self._base + pos == 0):
+                    work[0] += len(chunk)
+                    trigger = fast.trigger
+                    if trigger is not None:
+                        region = chunk if not fast.reach else buffer[max(0, old_end - fast.reach):]
+                        if len(region) <= _SET_CHECK and region.isascii():
+                            hit = not fast.chars.isdisjoint(region)
+                        else:
+                            hit = _hit(trigger.search(region, partial=True))
+                    else:
+                        hit = False
+                    if not hit:
+                        end = len(buffer)
+                        hold = end
+                        last = chunk[-1]
+                        if fast.any_lead is not None and (
+                            last in fast.lead_chars if last < "\x80" else fast.any_lead.match(last) is not None
+                        ):
+                            for back in fast.leads:
+                                found = back.search(buffer, pos, end)
+                                at = found.end() if found is not None else pos
+                                if at < hold:
+                                    hold = at
+                        self._clean = True
+                        if hold > pos:
+                            self._pos = hold
+                            return self._take(buffer[pos:hold] if pos or hold < end else buffer)
+                        return []
+        events: list[dict] = []
+        with regex_budget(len(buffer) - self._pos):
             self._run(events if self._record else None, eos=False)
         self._clean = False
         self._trim()
         return events
 
-    def _take(self, events: list, text: str) -> None:
-        """Route text no delimiter can touch (the fast paths)."""
+    def _feed_other(self, chunk: Any) -> list[dict]:
+        """`feed` after finalize, with token ids, or with something that is not plain text."""
+        if self._finalized:
+            raise RuntimeError("this ResponseParser is finalized; create a new one for the next message")
+        if self._decoder is not None:
+            if isinstance(chunk, str):
+                raise TypeError("this parser was created with tokenizer=, so feed() takes token ids, not text")
+            text = self._decoder.feed(chunk)
+            self._plain = True  # the decoded text takes the same path as text fed directly
+            try:
+                return ResponseParser.feed(self, text)
+            finally:
+                self._plain = False
+        if not isinstance(chunk, str):
+            raise TypeError(
+                f"feed() takes text, got {type(chunk).__name__}; to feed token ids, create the parser with tokenizer="
+            )
+        return ResponseParser.feed(self, str.__str__(chunk))  # a str subclass
+
+    def _take(self, text: str) -> list[dict]:
+        """Route text no delimiter can touch (the fast paths); returns its events."""
         name = self._current
+        events: list[dict] = []
         if name is not None and self._opened and self._decoder is None:
             self._body.append(text)
             if self._record:
                 events.append({"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]})
         else:
             self._route(events if self._record else None, text)
-        if self._pos > _TRIM_AT:
+        if self._pos > _TRIM_AT and self._trims:
             self._trim()
-
-    def _fast(self, fast: Any, buffer: str, old_end: int, nothing_held: bool, chunk: str, events: list) -> bool:
-        """The fast path of a watch with regex delimiters: when the chunk holds none of their trigger characters
-        (and the held text, if any, was held only as a run of a lead class such as whitespace), the only place a
-        delimiter may still start is a run of a lead class at the end. Returns False to run the full scan."""
-        pos = self._pos
-        if not (self._clean or (nothing_held and (fast.after is None or old_end == 0 or not fast.after.match(buffer, old_end - 1)))):
-            return False
-        if fast.begin and self._base + pos == 0:
-            return False
-        work[0] += len(chunk)
-        if fast.trigger is not None and (
-            _hit(fast.trigger.search(chunk, partial=True))
-            if not fast.reach
-            else _hit(fast.trigger.search(buffer, max(0, old_end - fast.reach), partial=True))
-        ):
-            return False
-        end = len(buffer)
-        hold = end
-        if fast.any_lead is not None and fast.any_lead.match(buffer, end - 1):
-            for back in fast.leads:
-                found = back.search(buffer, pos, end)
-                at = found.end() if found is not None else pos
-                if at < hold:
-                    hold = at
-        self._clean = True
-        if hold > pos:
-            self._pos = hold
-            self._take(events, buffer[pos:hold] if pos or hold < end else buffer)
-        return True
+        return events
 
     def _trim(self) -> None:
         if self._pos > _TRIM_AT and not self.template.keeps_history:
@@ -209,6 +234,7 @@ class ResponseParser:
             self._run(events if self._record else None, eos=True, truncated=bool(truncated))
         self._output = finish_message(self.template, self._output)
         self._finalized = True
+        self._plain = False
         return self._output, events
 
     def _coerce_tool_calls(self, value: Any, *, typed: bool = False) -> Any:
@@ -553,6 +579,8 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     start = pos
     end = len(buffer)
     scan = item.delimiter.scan
+    if eos and scan.safe and end - pos <= _SHORT_SEARCH:
+        return _short_search(item, buffer, pos, memo, key, base), end
     if memo is not None:
         start = max(pos, memo.get(key, 0) - base)
         held = memo.get((key, "held"))
@@ -589,6 +617,29 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     if kind == "hold":
         return None, at
     return _settle_probe(item, buffer, match, end)
+
+
+def _short_search(item: WatchItem, buffer: str, pos: int, memo: dict | None, key: int, base: int) -> Any:
+    """At the end of the text, with little text left: one `search` of a pattern without nested or adjacent repeats
+    (its cost is bounded by the square of `_SHORT_SEARCH`), reused while the match found lies ahead. Same answer as
+    the candidate scan (which a search gives by definition), without its per-call setup: short messages are mostly
+    setup."""
+    if memo is not None:
+        found = memo.get((key, "found"))
+        if found is not None and found[0] is buffer and (found[1] is None or found[1].start() >= pos) and found[2] <= pos:
+            return found[1]
+    try:
+        regex_time_left()
+    except TimeoutError:
+        raise RegexTimeoutError(
+            timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
+        ) from None
+    match = item.delimiter.regex.search(buffer, pos)
+    work[0] += len(buffer) - pos
+    if memo is not None:
+        memo[(key, "found")] = (buffer, match, pos)
+        memo[key] = (match.start() if match is not None else len(buffer)) + base
+    return match
 
 
 # -- scanning helpers --------------------------------------------------------------------------------------------

@@ -753,6 +753,13 @@ class FastPath:
     after: object  # regex of the characters an `after` start follows, or None
     begin: bool
     reach: int  # how far before the chunk a trigger may still make a candidate in it
+    # The ASCII characters that can begin a trigger (an ASCII chunk without any of them cannot make a candidate),
+    # and the ASCII characters of the lead classes.
+    chars: frozenset = frozenset()
+    lead_chars: frozenset = frozenset()
+
+
+_ASCII = tuple(map(chr, range(128)))
 
 
 def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
@@ -763,11 +770,19 @@ def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
     triggers += [scan.triggers for scan in scans if scan.triggers]
     lead_sources = sorted({source for scan in scans for source in scan.lead_sources})
     after = [scan.after.pattern for scan in scans if scan.after is not None]
+    trigger = regex.compile("|".join(triggers)) if triggers else None
+    any_lead = regex.compile("|".join(lead_sources)) if lead_sources else None
     return FastPath(
-        trigger=regex.compile("|".join(triggers)) if triggers else None,
-        any_lead=regex.compile("|".join(lead_sources)) if lead_sources else None,
+        trigger=trigger,
+        any_lead=any_lead,
         leads=tuple(regex.compile(f"(?r)(?!{source}).", regex.DOTALL) for source in lead_sources),
         after=regex.compile("|".join(after)) if after else None,
         begin=any(scan.begin for scan in scans),
         reach=max((most + size for scan in scans for _, size, _, most in scan.near), default=0),
+        chars=frozenset(char for char in _ASCII if trigger is not None and _begins(trigger.match(char, partial=True))),
+        lead_chars=frozenset(char for char in _ASCII if any_lead is not None and any_lead.match(char) is not None),
     )
+
+
+def _begins(found) -> bool:
+    return found is not None and found.end() > found.start()
