@@ -96,6 +96,7 @@ class ResponseParser:
         self._finalized = False
         self._plain = self._decoder is None  # feed takes text and the parser is not finalized (feed's fast path)
         self._trims = not compiled.keeps_history
+        self._runs: tuple | None = None  # (stream position of the buffer's end, where each lead run ending there starts)
         self._reset()
         self.initial_events: list[dict] = []
         if self._decoder is not None:
@@ -148,10 +149,10 @@ class ResponseParser:
                     trigger = fast.trigger
                     if trigger is not None:
                         region = chunk if not fast.reach else buffer[max(0, old_end - fast.reach):]
-                        if len(region) <= _SET_CHECK and region.isascii():
-                            hit = not fast.chars.isdisjoint(region)
-                        else:
-                            hit = _hit(trigger.search(region, partial=True))
+                        hit = (
+                            not (len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region))
+                            and _hit(trigger.search(region, partial=True))
+                        )
                     else:
                         hit = False
                     if not hit:
@@ -161,11 +162,15 @@ class ResponseParser:
                         if fast.any_lead is not None and (
                             last in fast.lead_chars if last < "\x80" else fast.any_lead.match(last) is not None
                         ):
-                            for back in fast.leads:
-                                found = back.search(buffer, pos, end)
-                                at = found.end() if found is not None else pos
-                                if at < hold:
-                                    hold = at
+                            single = fast.single
+                            if single is None:
+                                hold = self._lead_hold(fast, buffer, pos, old_end)
+                            elif chunk.isascii():
+                                kept = len(chunk.rstrip(fast.lead_string))
+                                hold = old_end + kept if kept else self._lead_hold(fast, buffer, pos, old_end)
+                            else:
+                                found = single.search(buffer, old_end, end)
+                                hold = found.end() if found is not None else self._lead_hold(fast, buffer, pos, old_end)
                         self._clean = True
                         if hold > pos:
                             self._pos = hold
@@ -174,9 +179,56 @@ class ResponseParser:
         events: list[dict] = []
         with regex_budget(len(buffer) - self._pos):
             self._run(events if self._record else None, eos=False)
-        self._clean = False
         self._trim()
+        self._clean = self._held_clean()
         return events
+
+    def _lead_hold(self, fast: Any, buffer: str, pos: int, old_end: int) -> int:
+        """Where the run of a lead class that ends the buffer starts (the earliest over the lead classes), looking
+        back over the new chunk only: a run that fills the chunk continues the one found at the previous chunk
+        (remembered in `_runs` when it filled that chunk too, else it starts in that chunk), so a long run of spaces
+        costs each chunk its own length."""
+        end = len(buffer)
+        base = self._base
+        runs = self._runs
+        known = runs is not None and runs[0] == base + old_end
+        hold = end
+        starts = []
+        whole = False
+        for index, back in enumerate(fast.leads):
+            found = back.search(buffer, old_end, end)
+            if found is not None:
+                at = found.end()
+            else:
+                whole = True
+                if known:
+                    at = max(runs[1][index] - base, pos)
+                else:
+                    found = back.search(buffer, pos, old_end)
+                    at = found.end() if found is not None else pos
+            starts.append(at + base)
+            if at < hold:
+                hold = at
+        if whole:
+            self._runs = (base + end, starts)
+        return hold
+
+    def _held_clean(self) -> bool:
+        """After a full scan: whether the held text is only a short run of lead-class characters with no trigger
+        character, not just after a character that starts a delimiter (`after`): the state the fast path leaves,
+        so the next chunk may take it."""
+        fast = self._watch.fast
+        if fast is None:
+            return False
+        buffer, pos = self._buffer, self._pos
+        held = buffer[pos:]
+        return (
+            0 < len(held) <= _SET_CHECK
+            and held.isascii()
+            and fast.lead_chars.issuperset(held)
+            and fast.chars.isdisjoint(held)
+            and (fast.after is None or pos == 0 or fast.after.match(buffer, pos - 1) is None)
+        )
 
     def _feed_other(self, chunk: Any) -> list[dict]:
         """`feed` after finalize, with token ids, or with something that is not plain text."""

@@ -757,6 +757,8 @@ class FastPath:
     # and the ASCII characters of the lead classes.
     chars: frozenset = frozenset()
     lead_chars: frozenset = frozenset()
+    single: object = None  # the one entry of `leads`, when there is one
+    lead_string: str = ""  # the ASCII characters of that one lead class
 
 
 _ASCII = tuple(map(chr, range(128)))
@@ -772,10 +774,13 @@ def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
     after = [scan.after.pattern for scan in scans if scan.after is not None]
     trigger = regex.compile("|".join(triggers)) if triggers else None
     any_lead = regex.compile("|".join(lead_sources)) if lead_sources else None
+    leads = tuple(regex.compile(f"(?r)(?!{source}).", regex.DOTALL) for source in lead_sources)
     return FastPath(
         trigger=trigger,
         any_lead=any_lead,
-        leads=tuple(regex.compile(f"(?r)(?!{source}).", regex.DOTALL) for source in lead_sources),
+        leads=leads,
+        single=leads[0] if len(leads) == 1 else None,
+        lead_string="".join(char for char in _ASCII if len(leads) == 1 and any_lead.match(char) is not None),
         after=regex.compile("|".join(after)) if after else None,
         begin=any(scan.begin for scan in scans),
         reach=max((most + size for scan in scans for _, size, _, most in scan.near), default=0),
