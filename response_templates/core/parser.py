@@ -34,7 +34,8 @@ _LONG_HOLD = 4096
 _TRIM_AT = 4096
 # Chunks up to this long (ASCII) are checked for trigger characters with a set, longer ones with a regex search.
 _SET_CHECK = 64
-# At the end of the text, a regex delimiter with at most this much text left is found with one plain search.
+# At the end of a text at most this long, a regex delimiter is found with one plain search (lookbehinds included,
+# its cost is bounded by the square of this length).
 _SHORT_SEARCH = 512
 
 logger = logging.getLogger("response_templates")
@@ -631,7 +632,7 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     start = pos
     end = len(buffer)
     scan = item.delimiter.scan
-    if eos and scan.safe and end - pos <= _SHORT_SEARCH:
+    if eos and end <= _SHORT_SEARCH and scan.safe:
         return _short_search(item, buffer, pos, memo, key, base), end
     if memo is not None:
         start = max(pos, memo.get(key, 0) - base)
@@ -672,7 +673,7 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
 
 
 def _short_search(item: WatchItem, buffer: str, pos: int, memo: dict | None, key: int, base: int) -> Any:
-    """At the end of the text, with little text left: one `search` of a pattern without nested or adjacent repeats
+    """At the end of a short text: one `search` of a pattern without nested or adjacent repeats
     (its cost is bounded by the square of `_SHORT_SEARCH`), reused while the match found lies ahead. Same answer as
     the candidate scan (which a search gives by definition), without its per-call setup: short messages are mostly
     setup."""

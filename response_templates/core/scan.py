@@ -168,19 +168,47 @@ def _near(sub) -> list | None:
     return [("near", k[3], low, high) for k in inner]
 
 
+def _literal_runs(items, depth: int = 0) -> list[str]:
+    """The literal texts a sequence that starts with a literal can begin with: its run of literal characters, each
+    extended by the runs of the alternatives that follow it when all of them start with a literal."""
+    run = []
+    index = 0
+    for op, av in items:
+        if op is not _C.LITERAL:
+            break
+        run.append(chr(av))
+        index += 1
+    head = "".join(run)
+    rest = list(items[index:])
+    if not head or not rest or depth > 4:
+        return [head]
+    op, av = rest[0]
+    if op is _C.SUBPATTERN and not (av[1] | av[2]):
+        branch = list(av[3])
+        if len(branch) == 1 and branch[0][0] is _C.BRANCH:
+            op, av = branch[0]
+    if op is not _C.BRANCH:
+        return [head]
+    runs = []
+    for alternative in av[1]:
+        alternative = list(alternative)
+        if not alternative or alternative[0][0] is not _C.LITERAL:
+            return [head]
+        runs.extend(head + tail for tail in _literal_runs(alternative, depth + 1))
+    return runs if len(runs) <= 16 else [head]
+
+
 def _starts(items) -> tuple[list, bool]:
     """Where a match of a sequence can start: a list of filters, and whether the sequence can match empty anywhere."""
     items = list(items)
     out: list = []
     for index, (op, av) in enumerate(items):
         if op is _C.LITERAL:
-            # a run of literal characters: the whole run must be there, so search for it (a prefilter)
-            run = []
-            for next_op, next_av in items[index:]:
-                if next_op is not _C.LITERAL:
-                    break
-                run.append(chr(next_av))
-            out.append(("first", _charset(op, av), None, "".join(run)))
+            # a run of literal characters: the whole run must be there, so search for it (a prefilter); when
+            # alternatives of literals follow (`<(?:end_of_turn>|start>)`, as Python's parser factors out a common
+            # prefix), one run per alternative
+            for run in _literal_runs(items[index:]):
+                out.append(("first", _charset(op, av), None, run))
             return out, False
         if op in (_C.NOT_LITERAL, _C.ANY, _C.IN):
             out.append(("first", _charset(op, av), None, None))
@@ -542,16 +570,17 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
     stop = min(limit, end)
     if scan.twin is not None:
         pattern = scan.twin
-    # the next candidate of each source, recomputed after it is examined
+    # the next candidate of each source (-1: not looked for yet), recomputed after it is examined; None once a
+    # source has no candidate up to `stop` (it stays so: the window only shrinks from the left)
     sources: list = []
     for trigger, lead, back, forward in scan.leads:
-        sources.append(["lead", trigger, lead, (back, forward), start, None])
+        sources.append(["lead", trigger, lead, (back, forward), start, -1])
     if scan.plain is not None:
-        sources.append(["plain", scan.plain, None, None, start, None])
+        sources.append(["plain", scan.plain, None, None, start, -1])
     if scan.after is not None:
-        sources.append(["after", scan.after, None, None, start, None])
+        sources.append(["after", scan.after, None, None, start, -1])
     for literal, size, least, most in scan.near:
-        sources.append(["near", literal, (size, least, most), [], max(0, start - most), None])
+        sources.append(["near", literal, (size, least, most), [], max(0, start - most), -1])
     fixed: list[int] = []
     if scan.begin and start == 0:
         fixed.append(0)
@@ -569,7 +598,7 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
         best = None
         for source in sources:
             cand = source[5]
-            if cand is None or cand <= tried:
+            if cand is not None and cand <= tried:
                 cand = _next(source, buffer, pos, max(start, tried + 1), stop, end)
                 source[5] = cand
             if cand is not None and (best is None or cand < best):
