@@ -102,3 +102,24 @@ def test_a_long_run_of_whitespace_fed_in_small_chunks(name):
             assert merged(streamed[1][1]) == merged(whole[1][1]), size
         else:
             assert streamed[1] == whole[1], size
+
+
+@pytest.mark.parametrize("stem, template_name, cases", list(_cases()))
+def test_a_search_from_the_first_candidate_finds_what_a_search_from_the_position_finds(stem, template_name, cases):
+    """Short texts are parsed with one search per delimiter, started at the first position the template analysis
+    allows (scan.first_candidate); it must find the same match as a search from the position itself."""
+    from response_templates.core.scan import first_candidate
+
+    compiled = rt.load_template(template_name)
+    delimiters = [d for f in compiled.fields.values() for d in (f.open, f.close) if d is not None and d.scan is not None]
+    for case in cases:
+        text = compiled.truncate_prefix(case["prefix"]) + case["output"]
+        for delimiter in delimiters:
+            for pos in range(len(text) + 1):
+                start = first_candidate(delimiter.scan, text, pos)
+                assert start >= pos
+                expected = delimiter.regex.search(text, pos)
+                found = delimiter.regex.search(text, start)
+                assert (found and (found.span(), found.groupdict())) == (expected and (expected.span(), expected.groupdict())), (
+                    case["name"], delimiter.regex.pattern, pos
+                )

@@ -20,7 +20,7 @@ from typing import Any
 
 from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, excerpt, regex_budget, regex_time_left, timeout_message
-from .scan import scan_pattern, track_guards, work
+from .scan import first_candidate, scan_pattern, track_guards, work
 from .template import CompiledTemplate, Watch, WatchItem, load_template
 from .token_ids import TokenIdDecoder, strip_markers
 from .tools import tool_parameters, type_tool_calls
@@ -632,7 +632,7 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     start = pos
     end = len(buffer)
     scan = item.delimiter.scan
-    if eos and end <= _SHORT_SEARCH and scan.safe:
+    if eos and end <= _SHORT_SEARCH:
         return _short_search(item, buffer, pos, memo, key, base), end
     if memo is not None:
         start = max(pos, memo.get(key, 0) - base)
@@ -673,21 +673,25 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
 
 
 def _short_search(item: WatchItem, buffer: str, pos: int, memo: dict | None, key: int, base: int) -> Any:
-    """At the end of a short text: one `search` of a pattern without nested or adjacent repeats
-    (its cost is bounded by the square of `_SHORT_SEARCH`), reused while the match found lies ahead. Same answer as
+    """At the end of a short text: one `search` (its cost is bounded by the square of `_SHORT_SEARCH` for a pattern
+    without nested or adjacent repeats; others keep the time limit), reused while the match found lies ahead. Same answer as
     the candidate scan (which a search gives by definition), without its per-call setup: short messages are mostly
     setup."""
     if memo is not None:
         found = memo.get((key, "found"))
         if found is not None and found[0] is buffer and (found[1] is None or found[1].start() >= pos) and found[2] <= pos:
             return found[1]
-    try:
-        regex_time_left()
-    except TimeoutError:
-        raise RegexTimeoutError(
-            timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
-        ) from None
-    match = item.delimiter.regex.search(buffer, pos)
+    pattern = item.delimiter.regex
+    if item.delimiter.scan.safe:
+        try:
+            regex_time_left()
+        except TimeoutError:
+            raise RegexTimeoutError(
+                timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(pattern.pattern)}")
+            ) from None
+        match = pattern.search(buffer, first_candidate(item.delimiter.scan, buffer, pos))
+    else:  # nested or adjacent repeats: even a short text may take long, so the search keeps the time limit
+        match = _timed(item, pattern.search, buffer, first_candidate(item.delimiter.scan, buffer, pos))
     work[0] += len(buffer) - pos
     if memo is not None:
         memo[(key, "found")] = (buffer, match, pos)

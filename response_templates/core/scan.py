@@ -344,6 +344,12 @@ class PatternScan:
     guards: object = None
     unguarded: object = None
     relaxed: object = None  # such lookbehinds removed (always true): matches at least wherever the pattern does
+    # For one plain search over a short text: `triggers` compiled, how far before the position a search for them
+    # must begin (a near literal's start, an `after` character just before it), and a reverse search over the lead classes together (the first candidate is at or after
+    # the start of the lead run before the first trigger).
+    prefilter: object = None
+    back_reach: int = 0
+    lead_back: object = None
 
 
 def analyze(pattern: str) -> PatternScan | None:
@@ -428,6 +434,9 @@ def analyze(pattern: str) -> PatternScan | None:
         safe=not _risky(parsed),
         completion=_completion(parsed, original),
         **_guards(original),
+        prefilter=regex.compile("|".join(triggers)) if triggers else None,
+        back_reach=max([most + len(literal) for literal, least, most in near] + [1 if after.source() else 0]),
+        lead_back=regex.compile(f"(?r)(?!{'|'.join(by_lead)}).", regex.DOTALL) if by_lead else None,
     )
 
 
@@ -768,7 +777,25 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
         anchor_from = at + 1
 
 
-__all__ = ["PatternScan", "analyze", "scan_pattern", "work", "regex_time_left"]
+def first_candidate(scan: PatternScan, buffer: str, pos: int) -> int:
+    """A position at or after `pos` before which no match of the pattern can start (the first candidate, or a
+    little before it): the start of the lead run before the first trigger, or of a lead run that ends the text."""
+    if scan.begin and pos == 0:
+        return 0
+    end = len(buffer)
+    first = end
+    if scan.prefilter is not None:
+        found = scan.prefilter.search(buffer, max(0, pos - scan.back_reach))
+        if found is not None:
+            first = found.start()
+    if scan.lead_back is not None and first > pos:
+        # back over the lead run before the first trigger (or, without one, over the run that ends the text)
+        found = scan.lead_back.search(buffer, pos, first)
+        first = found.end() if found is not None else pos
+    return max(first, pos)
+
+
+__all__ = ["PatternScan", "analyze", "scan_pattern", "work", "regex_time_left", "first_candidate"]
 
 
 @dataclass(frozen=True)
