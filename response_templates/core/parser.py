@@ -173,10 +173,18 @@ class ResponseParser:
                                 found = single.search(buffer, old_end, end)
                                 hold = found.end() if found is not None else self._lead_hold(fast, buffer, pos, old_end)
                         self._clean = True
-                        if hold > pos:
-                            self._pos = hold
-                            return self._take(buffer[pos:hold] if pos or hold < end else buffer)
-                        return []
+                        if hold <= pos:
+                            return []
+                        self._pos = hold
+                        text = buffer[pos:hold] if pos or hold < end else buffer
+                        name = self._current
+                        if name is not None and self._opened and self._decoder is None and self._record and (
+                            hold <= _TRIM_AT or not self._trims
+                        ):
+                            # `_take`, inlined for the common case
+                            self._body.append(text)
+                            return [{"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]}]
+                        return self._take(text)
         events: list[dict] = []
         with regex_budget(len(buffer) - self._pos):
             self._run(events if self._record else None, eos=False)
@@ -645,6 +653,10 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
             if at >= pos and end - at < 2 * (then - at) and scan.completion.search(buffer, then) is None:
                 return None, at
             del memo[(key, "held")]
+        if not eos and first_candidate(scan, buffer, start) >= end:
+            # no trigger in the text since the last scan and no lead run at its end: nothing can start there
+            memo[key] = end + base
+            return None, end
     guards = None
     if scan.guards is not None:
         # where the literals of the pattern's unbounded lookbehinds occur (buffer positions), see scan._try

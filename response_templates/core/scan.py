@@ -778,14 +778,15 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
 
 
 def first_candidate(scan: PatternScan, buffer: str, pos: int) -> int:
-    """A position at or after `pos` before which no match of the pattern can start (the first candidate, or a
-    little before it): the start of the lead run before the first trigger, or of a lead run that ends the text."""
+    """A position at or after `pos` before which no match of the pattern can start, now or once more text comes (the
+    first candidate, or a little before it): the start of the lead run before the first trigger (or the first
+    beginning of one at the end of the text), or of a lead run that ends the text; the text's length when none."""
     if scan.begin and pos == 0:
         return 0
     end = len(buffer)
     first = end
     if scan.prefilter is not None:
-        found = scan.prefilter.search(buffer, max(0, pos - scan.back_reach))
+        found = scan.prefilter.search(buffer, max(0, pos - scan.back_reach), partial=True)  # a trigger cut by the end counts
         if found is not None:
             first = found.start()
     if scan.lead_back is not None and first > pos:
