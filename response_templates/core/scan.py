@@ -434,7 +434,12 @@ def analyze(pattern: str) -> PatternScan | None:
         safe=not _risky(parsed),
         completion=_completion(parsed, original),
         **_guards(original),
-        prefilter=regex.compile("|".join(triggers)) if triggers else None,
+        # only for the kinds of starts first_candidate knows (a start before its trigger is a lead run's start)
+        prefilter=(
+            regex.compile("|".join(triggers) or "(?!)")
+            if all(k[0] in ("first", "after", "begin", "end") or (k[0] == "near" and len(k) == 4) for k in filters)
+            else None
+        ),
         back_reach=max([most + len(literal) for literal, least, most in near] + [1 if after.source() else 0]),
         lead_back=regex.compile(f"(?r)(?!{'|'.join(by_lead)}).", regex.DOTALL) if by_lead else None,
     )
@@ -781,14 +786,13 @@ def first_candidate(scan: PatternScan, buffer: str, pos: int) -> int:
     """A position at or after `pos` before which no match of the pattern can start, now or once more text comes (the
     first candidate, or a little before it): the start of the lead run before the first trigger (or the first
     beginning of one at the end of the text), or of a lead run that ends the text; the text's length when none."""
-    if scan.begin and pos == 0:
-        return 0
+    if scan.prefilter is None or (scan.begin and pos == 0):
+        return pos
     end = len(buffer)
     first = end
-    if scan.prefilter is not None:
-        found = scan.prefilter.search(buffer, max(0, pos - scan.back_reach), partial=True)  # a trigger cut by the end counts
-        if found is not None:
-            first = found.start()
+    found = scan.prefilter.search(buffer, max(0, pos - scan.back_reach), partial=True)  # a trigger cut by the end counts
+    if found is not None:
+        first = found.start()
     if scan.lead_back is not None and first > pos:
         # back over the lead run before the first trigger (or, without one, over the run that ends the text)
         found = scan.lead_back.search(buffer, pos, first)
