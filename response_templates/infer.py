@@ -950,12 +950,19 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             # The call opener starts with the end-of-turn marker (GigaChat opens a call with a new message):
             # that marker ends the turn only when no call follows.
             end_pattern = end_pattern.replace(re.escape(end), re.escape(end) + "(?!" + _esc(opener[len(end):]) + ")")
+    first = _TOKEN.search(opener) if opener else None
     if reasoning is not None:
         # Whitespace around the reasoning belongs to its markers, and the text is kept as written (strip off), so
         # streamed chunks add up to the final value.
+        close = r"\s*" + re.escape(reasoning.close) + r"\s*|\s*\Z"
+        if first and calls.kind in ("name_json", "xml"):
+            # A model that starts its calls without closing the reasoning has ended it: the call opener closes
+            # the reasoning. Only for calls that name the function in their header markup; a JSON object in tags
+            # written inside the reasoning is the model thinking about a call, and stays reasoning.
+            close += r"|\s*(?=" + re.escape(first.group(0)) + ")"
         fields["reasoning_content"] = {
             "open_pattern": r"\s*" + re.escape(reasoning.open) + r"\s*",
-            "close_pattern": r"\s*" + re.escape(reasoning.close) + r"\s*|\s*\Z",
+            "close_pattern": close,
             "content_args": {"strip": False},
         }
         if reasoning.always:
@@ -963,7 +970,6 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             fields["reasoning_content"]["open_pattern"] = r"\A(?:\s*" + re.escape(reasoning.open) + r")?\s*"
     if calls is not None:
         close = calls.close
-        first = _TOKEN.search(opener) if opener else None
         if first:
             # Calls written first in the message (or right after the reasoning) are followed by markup whitespace;
             # after text, the whitespace belongs to the text that follows (it separates the two pieces).
@@ -996,6 +1002,10 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
     if calls is not None and calls.partial_open:
         # An opener cut off by the end of the generation is markup, not content.
         closes.append(r"\s*" + calls.partial_open + r"\Z")
+    if reasoning is not None and not turn.content_open:
+        # A reasoning close written again after the reasoning ended is markup: dropped from the content (the text
+        # after it, with its whitespace, continues the content).
+        closes.append(r"\s*" + re.escape(reasoning.close))
     if closes:
         content["close_pattern"] = "|".join(closes)
     # Text is kept as written (no strip): whitespace before markup belongs to the markup's pattern, trailing
