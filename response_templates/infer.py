@@ -241,6 +241,7 @@ class _Reasoning:
     prefilled: bool = False  # the generation prompt opens the reasoning block
     always: bool = False  # ... in every turn (no thinking switch)
     conventional: bool = False  # not from the chat template: the common <think> convention
+    also: list = field(default_factory=list)  # conventional (open, close) pairs accepted besides the template's
 
 
 @dataclass
@@ -317,6 +318,25 @@ def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
 # renders reasoning_content (so they cannot be read from a rendering).
 _KNOWN_REASONING = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<seed:think>", "</seed:think>"),
                     ("<|START_THINKING|>", "<|END_THINKING|>"), ("<|channel>thought", "<channel|>"))
+
+
+def _conventional_reasoning(turn: _Turn, reasoning: _Reasoning | None, reasons: list[str]) -> None:
+    """Conventional think blocks read as reasoning besides the chat template's own markers.
+
+    Models of one lineage keep writing the common block whatever a given chat template shows: <think> ...
+    </think>, and in chat templates whose special tokens are written [LIKE_THIS], [THINK] ... [/THINK]. Only that
+    exact markup is affected; it is not verified (the chat template does not write it)."""
+    if reasoning is None:
+        return
+    pairs = [("<think>", "</think>")]
+    if any(re.search(r"\[/?[A-Z_]+\]", text) for text in (*turn.anchors, turn.end)):
+        pairs.append(("[THINK]", "[/THINK]"))
+    for pair in pairs:
+        if pair[0] != reasoning.open and pair[1] != reasoning.close:
+            reasoning.also.append(pair)
+    if reasoning.also:
+        shown = ", ".join(f"{a} ... {b}" for a, b in reasoning.also)
+        reasons.append(f"reasoning: {shown} also read as reasoning by convention (not verified)")
 
 
 def _reasoning_from_source(source: str) -> _Reasoning | None:
@@ -756,6 +776,14 @@ def _generalise(text: str) -> str:
     return re.sub(r"(?<!\\)\d+", r"\\d+", _esc_loose(text))
 
 
+def _token_style(token: str) -> str:
+    """A regex for any special token written like `token` ([ARGS] -> [NAME], <|x|> -> <|name|>)."""
+    for head, tail in (("<|", "|>"), ("<｜", "｜>"), ("[", "]"), ("<", ">")):
+        if token.startswith(head) and token.endswith(tail):
+            return re.escape(head) + r"/?[A-Za-z_][^\s<>\[\]{}|｜]*" + re.escape(tail)
+    return re.escape(token)
+
+
 def _esc_loose(text: str) -> str:
     """Like _esc, and models may also put spaces around a special token (<|tool_call_begin|> functions.x :0 <|...|>)."""
     out, last = [], 0
@@ -788,8 +816,17 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
     if not call_head.strip() and not block_open.strip():
         raise InferenceError("tool calls: a name followed by JSON arguments with no marker before it")
     calls = _Calls(kind="name_json")
-    calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>[^\s<>\"'{}]+?)"
-                  + _generalise(tail).replace("```json", "```(?:json)?") + r"(?=\s*[\[{])")
+    name_chars, header_tail = r"[^\s<>\"'{}]+?", _generalise(tail).replace("```json", "```(?:json)?")
+    marker = _TOKEN.match(tail)
+    if marker:
+        # The name is followed by special-token markup ([ARGS]): the name stops before it, other markers of the
+        # same kind with their values may come first (a call id the chat template does not write), and the markup
+        # may be missing altogether (output decoded without it), since the arguments' '{' ends the name anyway.
+        name_chars = r"[^\s<>\"'{}" + re.escape(marker.group(0)[0]) + "]+?"
+        style = _token_style(marker.group(0))
+        header_tail = "(?:(?:\\s*" + style + r"[^\s<>\[\]{}|]*)*?" + header_tail + ")?"
+    calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>" + name_chars + ")"
+                  + header_tail + r"(?=\s*[\[{])")
     guard = r"(?<=\})"  # arguments are a JSON object: a call ends only right after a '}'
     calls.end_guard = guard
     if call_close.strip():
@@ -954,26 +991,28 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
     if reasoning is not None:
         # Whitespace around the reasoning belongs to its markers, and the text is kept as written (strip off), so
         # streamed chunks add up to the final value.
-        close = r"\s*" + re.escape(reasoning.close) + r"\s*|\s*\Z"
+        opens = _alternation([reasoning.open] + [a for a, _ in reasoning.also])
+        closes_ = _alternation([reasoning.close] + [b for _, b in reasoning.also])
+        close = r"\s*" + closes_ + r"\s*|\s*\Z"
         if first and calls.kind in ("name_json", "xml"):
             # A model that starts its calls without closing the reasoning has ended it: the call opener closes
             # the reasoning. Only for calls that name the function in their header markup; a JSON object in tags
             # written inside the reasoning is the model thinking about a call, and stays reasoning.
             close += r"|\s*(?=" + re.escape(first.group(0)) + ")"
         fields["reasoning_content"] = {
-            "open_pattern": r"\s*" + re.escape(reasoning.open) + r"\s*",
+            "open_pattern": r"\s*" + opens + r"\s*",
             "close_pattern": close,
             "content_args": {"strip": False},
         }
         if reasoning.always:
             # The prompt always opens the reasoning: a generation parsed without its prompt starts inside it.
-            fields["reasoning_content"]["open_pattern"] = r"\A(?:\s*" + re.escape(reasoning.open) + r")?\s*"
+            fields["reasoning_content"]["open_pattern"] = r"\A(?:\s*" + opens + r")?\s*"
     if calls is not None:
         close = calls.close
         if first:
             # Calls written first in the message (or right after the reasoning) are followed by markup whitespace;
             # after text, the whitespace belongs to the text that follows (it separates the two pieces).
-            starts = r"(?<![\s\S])" + ("|" + re.escape(reasoning.close) if reasoning is not None else "")
+            starts = r"(?<![\s\S])" + ("|" + _alternation([reasoning.close] + [b for _, b in reasoning.also]) if reasoning is not None else "")
             close = ("(?:" + close + r")(?:(?<=(?:" + starts + r")\s*" + re.escape(first.group(0))
                      + r"[\s\S]{0,200})\s*)?")
         field_ = {"open_pattern": calls.open, "close_pattern": close}
@@ -1005,7 +1044,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
     if reasoning is not None and not turn.content_open:
         # A reasoning close written again after the reasoning ended is markup: dropped from the content (the text
         # after it, with its whitespace, continues the content).
-        closes.append(r"\s*" + re.escape(reasoning.close))
+        closes.append(r"\s*" + _alternation([reasoning.close] + [b for _, b in reasoning.also]))
     if closes:
         content["close_pattern"] = "|".join(closes)
     # Text is kept as written (no strip): whitespace before markup belongs to the markup's pattern, trailing
@@ -1151,6 +1190,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             if turn.content_open.startswith(guessed.close):
                 # A prompt that opened the reasoning: the turn closes it before the content's own markup.
                 turn.content_open = turn.content_open[len(guessed.close):].strip()
+    _conventional_reasoning(turn, reasoning or guessed, reasons)
     _split_prefill(turn, reasoning or guessed)
     if reasoning or guessed:
         turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
