@@ -487,6 +487,29 @@ def _optional_anchor_suffix(r: _Renderer, turn: _Turn, reasoning: _Reasoning | N
         turn.anchor_suffix = gp[len(turn.anchor):]
 
 
+def _dropped_prefill(r: _Renderer, kwargs: dict, reasons: list[str]) -> None:
+    """With thinking off, some generation prompts write an empty reasoning block that the rendered turn drops
+    (<|channel>thought\n<channel|>): verify then reads the turn after that prefill."""
+    other = _Renderer(r.source, dict(r.kwargs, **kwargs))
+    other.tools_always = r.tools_always
+    try:
+        prompt = other.render([_user()], False, True)
+        full = other.render([_user(), _assistant(_CONTENT, False)], False, False)
+    except Exception:
+        return
+    if full.startswith(prompt):
+        return
+    at = _common_prefix_len(prompt, full)
+    for token in _TOKEN.finditer(prompt):
+        if token.start() < at < token.end():
+            at = token.start()  # back to the start of a marker the two renderings share only in part
+    prefill = prompt[at:]
+    if prefill.strip() and _TOKEN.match(prefill.strip()) and _CONTENT in full[at:]:
+        r.synthesis = {"prefill": prefill, "close": ""}
+        reasons.append(f"with thinking off the generation prompt writes {prefill!r}, which the rendered turn drops: "
+                       "the turn is verified as written after it")
+
+
 def _tail_token(text: str) -> str:
     tokens = list(_TOKEN.finditer(text))
     if tokens and not text[tokens[-1].end():].strip():
@@ -776,6 +799,16 @@ def _generalise(text: str) -> str:
     return re.sub(r"(?<!\\)\d+", r"\\d+", _esc_loose(text))
 
 
+def _opener_regex(opener: str) -> str:
+    """A regex for a reasoning opener. An opener made of a special token and a label (<|channel>thought) is also
+    accepted without the label, and with the token repeated (models stutter on it)."""
+    match = _TOKEN.match(opener)
+    if match and match.end() < len(opener) and re.fullmatch(r"\w+", opener[match.end():]):
+        token = re.escape(match.group(0))
+        return "(?:" + token + r"\s*)*" + token + "(?:" + re.escape(opener[match.end():]) + ")?"
+    return re.escape(opener)
+
+
 def _token_style(token: str) -> str:
     """A regex for any special token written like `token` ([ARGS] -> [NAME], <|x|> -> <|name|>)."""
     for head, tail in (("<|", "|>"), ("<｜", "｜>"), ("[", "]"), ("<", ">")):
@@ -825,7 +858,22 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
         name_chars = r"[^\s<>\"'{}" + re.escape(marker.group(0)[0]) + "]+?"
         style = _token_style(marker.group(0))
         header_tail = "(?:(?:\\s*" + style + r"[^\s<>\[\]{}|]*)*?" + header_tail + ")?"
-    calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>" + name_chars + ")"
+    head_pattern = _generalise(call_head.strip())
+    lead = _TOKEN.match(call_head.strip())
+    bare = call_head.strip()[lead.end():] if lead else ""
+    if bare.strip() and not _TOKEN.search(bare):
+        # After the opening special token, which alone commits the model to a call, a stray punctuation mark
+        # before the header word (<|tool_call>:call:) is tolerated.
+        head_pattern = (_generalise(call_head.strip()[: lead.end()]) + r"\s*(?:[:;,.]\s*)?"
+                        + _generalise(bare.strip()))
+    if bare.strip() and not _TOKEN.search(bare) and not block_open.strip() and not tail.strip():
+        # The call header is a special token and a word (<|tool_call>call:name{...}): models sometimes write the
+        # word alone. Accepted at the start, on a line of its own or right after markup, and only when a name and
+        # the arguments' '{' follow at once.
+        head_pattern = ("(?:" + head_pattern + r"|(?:(?<![\s\S])|(?<=\n)|(?<=>))[ \t]*" + _esc(bare.strip())
+                        + r"(?=[A-Za-z_][\w.-]*\{))")
+        calls.literal["bare_call_open"] = bare.strip()
+    calls.open = (r"\s*" + _optional(block_open) + head_pattern + r"\s*(?P<name>" + name_chars + ")"
                   + header_tail + r"(?=\s*[\[{])")
     guard = r"(?<=\})"  # arguments are a JSON object: a call ends only right after a '}'
     calls.end_guard = guard
@@ -841,8 +889,9 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
         calls.close += "|" + guard + r"\s*(?:```\s*)?" + _esc(block_close.strip())
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\[{]*"
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
-    calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": tail, "call_close": call_close,
-                     "block_close": block_close, "arguments": "JSON object after the name"}
+    calls.literal.update({"block_open": block_open, "call_open": call_head, "after_name": tail,
+                          "call_close": call_close, "block_close": block_close,
+                          "arguments": "JSON object after the name"})
     return calls
 
 
@@ -890,7 +939,11 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     followers += [re.escape(t.group(0)) for t in _TOKEN.finditer(head)][-1:]
     follow = "(?=\\s*(?:" + "|".join(dict.fromkeys(followers)) + r"|\Z))"
     # Models sometimes drop a parameter's closing markup: the next parameter or the call's end ends it too.
-    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + r"(?P<value>.*?)(?:\n?"
+    value = r"(?P<value>.*?)"
+    if "<![CDATA[" in r.source:
+        # The chat template wraps values holding markup in a CDATA section: its content is the value.
+        value = r"(?:<!\[CDATA\[(?P<value>.*?)\]\]>(?=\n?" + _esc(value_suffix.strip()) + r")|(?P<value>.*?))"
+    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + value + r"(?:\n?"
            + _esc(value_suffix.strip()) + follow + r"|\s*(?=" + _esc(key_prefix.strip()) + r"|\Z))")
     # Split the head and the close into what each call repeats and what wraps them all.
     block_open, call_head, call_close, block_close = "", head, call_close_all, ""
@@ -991,9 +1044,12 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
     if reasoning is not None:
         # Whitespace around the reasoning belongs to its markers, and the text is kept as written (strip off), so
         # streamed chunks add up to the final value.
-        opens = _alternation([reasoning.open] + [a for a, _ in reasoning.also])
+        opens = "(?:" + "|".join(_opener_regex(o) for o in [reasoning.open] + [a for a, _ in reasoning.also]) + ")"
         closes_ = _alternation([reasoning.close] + [b for _, b in reasoning.also])
         close = r"\s*" + closes_ + r"\s*|\s*\Z"
+        if ends:
+            # The end of the turn ends a reasoning block the model never closed.
+            close += r"|\s*(?=" + end_pattern + ")"
         if first and calls.kind in ("name_json", "xml"):
             # A model that starts its calls without closing the reasoning has ended it: the call opener closes
             # the reasoning. Only for calls that name the function in their header markup; a JSON object in tags
@@ -1222,6 +1278,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             # <|observation|>): the model stops there.
             turn.extra_ends.append(header)
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
+    if scenarios and r.synthesis is None:
+        _dropped_prefill(r, scenarios[1]["render_kwargs"], reasons)
     thinking = reasoning or guessed
     if not scenarios and thinking is not None and (thinking.prefilled or turn.prefill.strip() == thinking.open):
         thinking.always = True
