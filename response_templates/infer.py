@@ -1071,7 +1071,13 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             starts = r"(?<![\s\S])" + ("|" + _alternation([reasoning.close] + [b for _, b in reasoning.also]) if reasoning is not None else "")
             close = ("(?:" + close + r")(?:(?<=(?:" + starts + r")\s*" + re.escape(first.group(0))
                      + r"[\s\S]{0,200})\s*)?")
-        field_ = {"open_pattern": calls.open, "close_pattern": close}
+        open_ = calls.open
+        if first and open_.startswith(r"\s*") and calls.kind == "xml":
+            # Whitespace before the calls is markup when it holds a line break or follows other markup; spaces
+            # right after text are the text's own (kept in the content, as the model wrote them). The library
+            # does so for XML-style calls (GLM, DeepSeek V3.2, MiniMax M2); for JSON calls it drops the space.
+            open_ = r"(?:(?<=[>\]])\s*|[ \t]*\n\s*)?" + open_[len(r"\s*"):]
+        field_ = {"open_pattern": open_, "close_pattern": close}
         if ends:
             # A call the model did not close before ending its turn still ends there.
             field_["close_pattern"] = (close + "|" + calls.end_guard + r"\s*(?:```\s*)?(?:" + end_pattern
