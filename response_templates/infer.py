@@ -400,6 +400,13 @@ def _find_turn(r: _Renderer, reasoning: _Reasoning | None, reasons: list[str]) -
                 continue
             gp = prompt[prompt.rindex(last) + len(last):]
             gp = gp[_TOKEN.search(gp).start():] if _TOKEN.search(gp) else gp
+        elif reasoning is not None and gp.strip() == reasoning.open:
+            # The generation prompt only opens the reasoning (no assistant header after a tool turn): the turn
+            # starts after the last marker before it.
+            head = prompt[: len(prompt) - len(gp)]
+            tokens = list(_TOKEN.finditer(head))
+            if tokens and not head[tokens[-1].end():].strip():
+                gp = head[tokens[-1].start():] + gp
         anchors.append(gp)
     if not anchors:
         raise InferenceError("could not find where the assistant turn starts (no generation prompt, no turn markup)")
@@ -932,6 +939,8 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     call_close_all = t2[t2.index(value_suffix.strip()) + len(value_suffix.strip()):]
     head = one[:at]
     infix = _infix_pattern(infix1, infix2)
+    if not re.search(r"</|\|>", infix1) and not infix.endswith(r"\n?"):
+        infix += r"\n?"
     # One newline on each side of a value is markup (<parameter=x>\nvalue\n</parameter>); the rest is the value.
     # A parameter ends at its closing markup followed by the next parameter, the call's closing markup or the
     # end, so the same markup written inside a value does not end it.
@@ -943,7 +952,14 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     if "<![CDATA[" in r.source:
         # The chat template wraps values holding markup in a CDATA section: its content is the value.
         value = r"(?:<!\[CDATA\[(?P<value>.*?)\]\]>(?=\n?" + _esc(value_suffix.strip()) + r")|(?P<value>.*?))"
-    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + value + r"(?:\n?"
+    # A newline the chat template writes after a value is markup; otherwise whitespace at the end of a value is
+    # the value's own.
+    # When the key sits in the value's opening tag (<parameter=city>, <parameter name="city">), models of that
+    # lineage put the value on lines of its own whatever the chat template writes: one newline on each side is
+    # markup. When key and value are separate elements (<arg_key>city</arg_key><arg_value>...), it is data.
+    own_tag = not re.search(r"</|\|>", infix1)
+    newline = r"\n?" if value_suffix.startswith("\n") or own_tag else ""
+    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + value + r"(?:" + newline
            + _esc(value_suffix.strip()) + follow + r"|\s*(?=" + _esc(key_prefix.strip()) + r"|\Z))")
     # Split the head and the close into what each call repeats and what wraps them all.
     block_open, call_head, call_close, block_close = "", head, call_close_all, ""
@@ -973,13 +989,17 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     # A call ends at its closing markup right after a complete parameter (or right after the header when it has
     # none), so the same markup written inside a value does not end it.
     calls.close = (r"\s*" + ending + _tail(block_close)) if ending else r"\s*" + _tail(block_close)
-    guards = dict.fromkeys([value_suffix.strip()[-1], (header_tail.strip() or call_head.strip())[-1:]])
+    guards = [f"(?<={re.escape(g)})" for g in dict.fromkeys([value_suffix.strip()[-1],
+                                                              (header_tail.strip() or call_head.strip())[-1:]]) if g]
+    if not header_tail.strip():
+        # No markup after the name: a call without parameters closes right after its name.
+        guards.append("(?<=" + _generalise(call_head.strip()) + r"\s*" + name_chars + r"\s*)")
     if len(_TOKEN.findall(call_close)) < 2:
         # A one-marker close could be written inside a value; a sequence of markers (</function></tool_call>)
         # is specific enough on its own.
-        calls.close = "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + ")" + calls.close
+        calls.close = "(?:" + "|".join(guards) + ")" + calls.close
     # A call the model did not close before opening the next one still ends there.
-    calls.close += "|" + "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
+    calls.close += "|" + "(?:" + "|".join(guards) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^<>\n]*"
     # Values stay text as written (the tools' schemas type them); _check retries with JSON values if verify
     # needs them.
@@ -992,9 +1012,10 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
 
 
 def _infix_pattern(a: str, b: str) -> str:
-    # One newline before a value is markup whether or not the chat template writes it (models vary).
+    # A newline the chat template writes before a value is markup (models may leave it out); whitespace between
+    # two markers is layout.
     if a == b:
-        return _esc(a.rstrip("\n")) + r"\n?"
+        return _esc_loose(a.rstrip("\n")) + (r"\n?" if a.endswith("\n") else "")
     p = _common_prefix_len(a, b)
     s = min(_common_suffix_len(a, b), min(len(a), len(b)) - p)
     return _esc(a[:p]) + "[^<>]*?" + _esc(a[len(a) - s:])
