@@ -886,6 +886,9 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
     calls.end_guard = guard
     if call_close.strip():
         calls.close = guard + r"\s*" + _generalise(call_close.strip()) + _tail(block_close)
+        # The header names the function and markup closes the call: arguments that are not valid JSON (damaged
+        # output) are kept as the text the model wrote rather than failing the whole message.
+        calls.content_args = {"allow_non_json": True}
     else:
         # No closing markup: the call ends at the end of the generation (a '}' may end a nested value).
         calls.close = guard + r"\s*" + _optional(block_close) + r"\Z"
