@@ -343,6 +343,11 @@ def _reasoning_from_source(source: str) -> _Reasoning | None:
     for opener, closer in _KNOWN_REASONING:
         if opener in source and closer in source:
             return _Reasoning(open=opener, close=closer)
+    for opener, closer in _KNOWN_REASONING:
+        # Only the closing marker: the chat template cuts reasoning out of earlier turns at it
+        # (content.split('</think>')), so the model writes that block.
+        if closer in source:
+            return _Reasoning(open=opener, close=closer)
     return None
 
 
@@ -1106,6 +1111,9 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             # A call the model did not close before ending its turn still ends there.
             field_["close_pattern"] = (close + "|" + calls.end_guard + r"\s*(?:```\s*)?(?:" + end_pattern
                                        + ").*")
+        if "```" in calls.literal.get("call_close", ""):
+            # The model stopped right after the arguments' closing fence, before the call's closing marker.
+            field_["close_pattern"] += "|" + calls.end_guard + r"\s*```\s*\Z"
         if calls.repeats:
             field_["repeats"] = True
         field_["content"] = calls.content
