@@ -768,12 +768,20 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
         if block_close.strip():
             # Calls listed inside a block: one ends at the block's end or where the next object starts.
             calls.close = guard + r"\s*(?:" + _esc(block_close.strip()) + r"|(?=\{))"
+        elif second is not None and not call_open.strip():
+            # Bare objects one after the other: a call also ends at the separator the chat template writes
+            # between two (",", a line break) when the next call's object follows.
+            separator = two[second[0]:second[1]]
+            shape = (r"\{\s*" + re.escape(json.dumps(name_key)) + r'\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*'
+                     + re.escape(json.dumps(args_key)) + r"\s*:")  # a whole call's start, not a nested object
+            calls.close += "|" + guard + r"\s*" + _esc(separator.strip()) + r"\s*(?=" + shape + ")"
+            calls.literal["separator"] = separator
     if call_open.strip():
         calls.partial_open = _optional(block_open) + _esc(call_open.strip()) + r"\s*(?:```(?:json)?\s*)?"
     calls.transform = {"type": "function", "function": "{content}"} if keys == ("name", "arguments") else {
         "type": "function", "function": {"name": "{content.%s}" % name_key, "arguments": "{content.%s}" % args_key}}
-    calls.literal = {"block_open": block_open, "call_open": call_open, "call_close": call_close,
-                     "block_close": block_close, "arguments": f"JSON object with keys {name_key!r}/{args_key!r}"}
+    calls.literal.update({"block_open": block_open, "call_open": call_open, "call_close": call_close,
+                          "block_close": block_close, "arguments": f"JSON object with keys {name_key!r}/{args_key!r}"})
     return calls
 
 
@@ -1384,6 +1392,8 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
             skip[case.name] = "the chat template does not render the content of this turn"
         elif _content_moved_to_reasoning(case):
             skip[case.name] = "the chat template writes this turn's content as reasoning"
+        elif _dropped_calls(case):
+            skip[case.name] = "the chat template does not render the tool calls of this turn"
         elif case.name in ("nested_unicode_arguments", "marker_text_arguments") and _python_literals(case.generation):
             skip[case.name] = ("the chat template writes nested argument values as Python literals (None, True, "
                                "single quotes), which is not what the model writes")
@@ -1441,6 +1451,11 @@ def _content_moved_to_reasoning(case) -> bool:
     parsed = case.parsed or {}
     return bool(expected) and (parsed.get("reasoning_content") or "").strip().endswith(expected) and not (
         parsed.get("content") or "").strip()
+
+
+def _dropped_calls(case) -> bool:
+    calls = (case.expected or {}).get("tool_calls") or []
+    return bool(calls) and bool(case.generation) and not any(c["function"]["name"] in case.generation for c in calls)
 
 
 def _dropped_content(case) -> bool:
