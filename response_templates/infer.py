@@ -1060,12 +1060,20 @@ def _cut_after_token(text: str) -> str:
 def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> dict:
     template: dict = {"version": 1, "defaults": {"role": "assistant"}}
     anchors = [a for a in dict.fromkeys(turn.anchors) if a.strip()]
-    if len(anchors) == 1 and not turn.anchor_suffix:
+    # A complete reasoning block the prompt itself writes after the assistant header (a thinking budget's note,
+    # an empty block that turns thinking off) is the prompt's, not the model's: the turn starts after it.
+    prompt_block = ""
+    if reasoning is not None and not reasoning.always and not reasoning.conventional:
+        prompt_block = (r"(?:\s*" + re.escape(reasoning.open) + "(?:(?!" + re.escape(reasoning.close) + r")[\s\S])*"
+                        + re.escape(reasoning.close) + r"\s*)?")
+    if len(anchors) == 1 and not turn.anchor_suffix and not prompt_block:
         template["start_anchor"] = anchors[0]
     else:
         pattern = _alternation(anchors)[3:-1]
         if turn.anchor_suffix:
             pattern = "(?:" + pattern + ")(?:" + re.escape(turn.anchor_suffix) + ")?"
+        if prompt_block:
+            pattern = "(?:" + pattern + ")" + prompt_block
         template["start_anchor_pattern"] = pattern
     fields: dict = {}
     ends = list(dict.fromkeys(e for e in [turn.end, *turn.extra_ends] if e))
