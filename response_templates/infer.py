@@ -750,6 +750,13 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
     lead = r"\{\s*" + re.escape(json.dumps(name_key)) + r"\s*:" if not call_open.strip() else ""
     if call_open.strip():
         calls.open = r"\s*" + head + r"\s*(?:```(?:json)?\s*)?(?=\{)"
+    elif block_open.strip() and block_close.strip():
+        # Calls listed inside a block with no markup of their own: the block's opener opens the first; the next
+        # objects open calls only after a block was opened (a JSON object in plain text is not a call; the block's
+        # closing markup may also be written inside an argument, so it is not looked for).
+        inside = _esc(block_open.strip()) + r"[\s\S]*"
+        calls.open = (r"\s*" + _esc(block_open.strip()) + r"\s*(?=" + lead + ")|(?<=\}\s*)(?=" + lead + ")(?<="
+                      + inside + ")")
     else:  # no per-call markup: the object itself, starting with its name key, opens a call
         calls.open = r"\s*" + head + r"(?=" + lead + ")"
     guard = r"(?<=\})"
