@@ -1023,10 +1023,23 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
         calls.close = "(?:" + "|".join(guards) + ")" + calls.close
     # A call the model did not close before opening the next one still ends there.
     calls.close += "|" + "(?:" + "|".join(guards) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
-    calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^<>\n]*"
+    # A generation cut inside the call's header leaves no markup behind: the block opener alone, or the header cut
+    # after any of its words (<｜GCML｜invoke na).
+    words = call_head.split()
+    heads = [_generalise(" ".join(words[:i])) for i in range(len(words), 0, -1)]
+    calls.partial_open = ("(?:" + _optional(block_open) + "(?:" + "|".join(heads) + r")[^<>\n]*"
+                          + ("|" + _esc(block_open.strip()) if block_open.strip() else "") + ")")
     # Values stay text as written (the tools' schemas type them); _check retries with JSON values if verify
     # needs them.
     calls.content_args = {"tag_pattern": tag, "value_parser": {"name": "text", "args": {"strip": False}}}
+    typed = _typed_infix(infix1, infix2) if infix1 != infix2 else None
+    if typed is not None:
+        # The markup says which values are strings (the probe's first value is a string, its second a number):
+        # those stay text, the others are JSON.
+        json_values = {"name": "json", "args": {"allow_non_json": True}}
+        calls.content_args["value_parser"] = json_values
+        calls.content_args["value_parser_by"] = {"group": "vtype", "parsers": {
+            typed[1]: {"name": "text", "args": {"strip": False}}, typed[2]: json_values}}
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
     calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": header_tail,
                      "parameter_open": key_prefix, "key_value_separator": infix1, "parameter_close": value_suffix,
@@ -1039,9 +1052,28 @@ def _infix_pattern(a: str, b: str) -> str:
     # two markers is layout.
     if a == b:
         return _esc_loose(a.rstrip("\n")) + (r"\n?" if a.endswith("\n") else "")
+    typed = _typed_infix(a, b)
+    if typed is not None:
+        head, first, second, tail = typed
+        return _esc_loose(head) + "(?P<vtype>" + re.escape(first) + "|" + re.escape(second) + ")" + _esc(tail)
     p = _common_prefix_len(a, b)
     s = min(_common_suffix_len(a, b), min(len(a), len(b)) - p)
     return _esc(a[:p]) + "[^<>]*?" + _esc(a[len(a) - s:])
+
+
+def _typed_infix(a: str, b: str) -> tuple[str, str, str, str] | None:
+    """(head, word for a string value, word for another value, tail) when the markup between a key and its value
+    differs by one word with the value's type (string="true" / string="false"), else None."""
+    p = _common_prefix_len(a, b)
+    s = min(_common_suffix_len(a, b), min(len(a), len(b)) - p)
+    while p and a[p - 1].isalnum():
+        p -= 1
+    while s and a[len(a) - s].isalnum():
+        s -= 1
+    first, second = a[p:len(a) - s], b[p:len(b) - s]
+    if re.fullmatch(r"\w+", first) and re.fullmatch(r"\w+", second) and first != second:
+        return a[:p], first, second, a[len(a) - s:]
+    return None
 
 
 def _cut_to_token(text: str) -> str:
