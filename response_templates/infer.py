@@ -774,7 +774,7 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
         calls.close += "|" + guard + r"(?=[ \t]*\n[ \t]*\n)"
         if block_close.strip():
             # Calls listed inside a block: one ends at the block's end or where the next object starts.
-            calls.close = guard + r"\s*(?:" + _esc(block_close.strip()) + r"|(?=\{))"
+            calls.close = guard + r"\s*" + _esc(block_close.strip()) + "|" + guard + r"(?=\s*\{)"
         elif second is not None and not call_open.strip():
             # Bare objects one after the other: a call also ends at the separator the chat template writes
             # between two (",", a line break) when the next call's object follows.
