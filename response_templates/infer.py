@@ -755,7 +755,7 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
         # objects open calls only after a block was opened (a JSON object in plain text is not a call; the block's
         # closing markup may also be written inside an argument, so it is not looked for).
         inside = _esc(block_open.strip()) + r"[\s\S]*"
-        calls.open = (r"\s*" + _esc(block_open.strip()) + r"\s*(?=" + lead + r")|(?<=\}\s*)(?=" + lead + ")(?<="
+        calls.open = (r"\s*" + _esc(block_open.strip()) + r"\s*(?=" + lead + r")|(?<=\}\s*)\s*(?=" + lead + ")(?<="
                       + inside + ")")
     else:  # no per-call markup: the object itself, starting with its name key, opens a call
         calls.open = r"\s*" + head + r"(?=" + lead + ")"

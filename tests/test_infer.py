@@ -312,10 +312,10 @@ def test_xml_value_whitespace_is_data_when_key_and_value_are_separate_elements()
 def test_json_objects_in_a_block_are_calls_only_inside_it():
     result = infer_template(JSON_BLOCK)
     assert result.ok, result.reasons
-    output = ('<calls>\n{"name": "get_time", "arguments": {}}\n{"name": "get_weather", "arguments": {"city": "Rome"}}'
-              "\n</calls><|end|>")
-    assert parse_response(output, result.template, prefix=PROMPT)["tool_calls"] == [
-        _call("get_time", {}), _call("get_weather", {"city": "Rome"})]
+    output = ('Checking.\n<calls>\n{"name": "get_time", "arguments": {}}\n{"name": "get_weather", "arguments": '
+              '{"city": "Rome"}}\n</calls><|end|>')
+    assert parse_response(output, result.template, prefix=PROMPT) == {"role": "assistant", "content": "Checking.",
+        "tool_calls": [_call("get_time", {}), _call("get_weather", {"city": "Rome"})]}
     text = 'Format:\n{"a": 1}\n{"name": "x", "arguments": {}}\nDone.<|end|>'
     assert parse_response(text, result.template, prefix=PROMPT) == {
         "role": "assistant", "content": 'Format:\n{"a": 1}\n{"name": "x", "arguments": {}}\nDone.'}
