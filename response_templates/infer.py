@@ -1306,8 +1306,24 @@ def _thinking_scenarios(source: str) -> list[dict] | None:
     return None
 
 
+def _effort_scenarios(source: str, kwargs: dict) -> list[dict] | None:
+    """Verify scenarios for chat templates whose generation prompt opens reasoning only with a reasoning effort
+    (reasoning_effort="high"); without one they think not at all."""
+    if not re.search(r"\breasoning_effort\b", source):
+        return None
+    try:
+        default = _Renderer(source, kwargs).generation_prompt([_user()])
+        high = _Renderer(source, dict(kwargs, reasoning_effort="high")).generation_prompt([_user()])
+    except Exception:
+        return None
+    if high == default or not high.strip():
+        return None
+    return [{"name": "thinking", "render_kwargs": {"reasoning_effort": "high"}},
+            {"name": "no_thinking", "render_kwargs": {}, "reasoning": False}]
+
+
 def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
-    scenarios = _thinking_scenarios(source)
+    scenarios = _thinking_scenarios(source) or _effort_scenarios(source, kwargs)
     probe_kwargs = dict(kwargs, **(scenarios[0]["render_kwargs"] if scenarios else {}))
     r = _Renderer(source, probe_kwargs)
     try:
