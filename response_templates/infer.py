@@ -126,9 +126,12 @@ class _Renderer:
         self.arguments = "dict"
         self.synthesis: dict | None = None  # verify's reasoning_synthesis, for turns rendered without reasoning
         self.with_reasoning = False  # every probed assistant message carries reasoning
+        self.reasoning_key = None  # the message key the chat template reads reasoning from, when not reasoning_content
 
     def _message(self, message: dict) -> dict:
         message = copy.deepcopy(message)
+        if self.reasoning_key and message.get("reasoning_content") is not None:
+            message[self.reasoning_key] = message.pop("reasoning_content")
         if self.arguments == "json_string":
             for call in message.get("tool_calls") or []:
                 call["function"]["arguments"] = json.dumps(call["function"]["arguments"], ensure_ascii=False)
@@ -266,8 +269,32 @@ def _assistant(content: str, reasoning: bool, **extra) -> dict:
     return message
 
 
+# Message keys chat templates read reasoning from besides reasoning_content.
+_REASONING_KEYS = ("reasoning", "thinking")
+
+
+def _reasoning_key(r: _Renderer, reasons: list[str]) -> None:
+    """Use another message key for reasoning when the chat template ignores reasoning_content but reads that one."""
+    def shows(key):
+        r.reasoning_key = key
+        try:
+            text = r.render([_user(), _assistant(_CONTENT, True)], False, False)
+        except Exception:
+            return False
+        return _REASONING in text[text.rfind(_USER):]
+
+    if shows(None):
+        return
+    for key in _REASONING_KEYS:
+        if shows(key):
+            reasons.append(f"reasoning: the chat template reads it from message[{key!r}], not reasoning_content")
+            return
+    r.reasoning_key = None
+
+
 def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
     """Reasoning markers, from a turn rendered with reasoning and content."""
+    _reasoning_key(r, reasons)
     try:
         prompt, generation = r.turn([_user()], _assistant(_CONTENT, True))
     except InferenceError:
@@ -1405,6 +1432,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         options["arguments"] = r.arguments
     if r.synthesis is not None:
         options["reasoning_synthesis"] = r.synthesis
+    if r.reasoning_key:
+        options["reasoning_key"] = r.reasoning_key
     if scenarios:
         scenarios[1]["reasoning"] = False
         if reasoning is None:

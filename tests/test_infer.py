@@ -331,6 +331,14 @@ def test_a_header_word_without_its_token():
         "role": "assistant", "content": "I recall:this{x}"}  # mid-line prose is not a call
 
 
+def test_reasoning_read_under_another_message_key():
+    result = infer_template(JSON_TAGS.replace("m.reasoning_content", "m.thinking"))
+    assert result.ok, result.reasons
+    assert result.options["reasoning_key"] == "thinking" and result.supports["reasoning"] is True
+    assert (result.markers["reasoning_open"], result.markers["reasoning_close"]) == ("<think>", "</think>")
+    assert any("message['thinking']" in r for r in result.reasons)
+
+
 def test_a_reasoning_block_written_by_the_prompt_belongs_to_it():
     result = infer_template(THINKING_SWITCH)
     assert result.ok, result.reasons
