@@ -1206,18 +1206,26 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         field_["transform"] = calls.transform
         fields["tool_calls"] = field_
     content: dict = {}
-    if turn.content_open:
-        # Content has its own markers (<|START_RESPONSE|>...<|END_RESPONSE|>): an explicit field.
-        content["open_pattern"] = r"\s*" + _esc(turn.content_open) + r"\s*"
     closes = []
-    if turn.content_close:
-        closes.append(r"\s*" + _esc(turn.content_close) + r"\s*")
+    paired = bool(turn.content_open) and _closing_of(turn.content_open, turn.content_open + turn.content_close) == (
+        turn.content_close)
+    if paired:
+        # Content in a pair of its own tags (<response> ... </response>): markup dropped from the text, which stays
+        # the implicit field, so an answer the model writes without them is content too.
+        closes.append(r"\s*" + _esc(turn.content_open) + r"\s*")
+        closes.append(r"\s*" + _esc(turn.content_close))
+    elif turn.content_open:
+        # Content opened by a section marker that other sections share the end of (<|channel|>final<|message|>
+        # ... <|return|>): an explicit field.
+        content["open_pattern"] = r"\s*" + _esc(turn.content_open) + r"\s*"
+        if turn.content_close:
+            closes.append(r"\s*" + _esc(turn.content_close) + r"\s*")
     if ends:
         closes.append(r"\s*(?:" + end_pattern + ").*")
     if calls is not None and calls.partial_open:
         # An opener cut off by the end of the generation is markup, not content.
         closes.append(r"\s*" + calls.partial_open + r"\Z")
-    if reasoning is not None and not turn.content_open:
+    if reasoning is not None and (paired or not turn.content_open):
         # A reasoning close written again after the reasoning ended is markup: dropped from the content (the text
         # after it, with its whitespace, continues the content).
         closes.append(r"\s*" + _alternation([reasoning.close] + [b for _, b in reasoning.also]))
