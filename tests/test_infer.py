@@ -331,6 +331,16 @@ def test_a_header_word_without_its_token():
         "role": "assistant", "content": "I recall:this{x}"}  # mid-line prose is not a call
 
 
+def test_content_in_its_own_tags_is_also_read_without_them():
+    result = infer_template(JSON_TAGS.replace("{{ m.content or '' }}", "<response>\n{{ m.content or '' }}\n</response>"))
+    assert result.ok, result.reasons
+    assert result.markers["content_open"] == "<response>"
+    for output in ("<think>\nEasy.\n</think>\n\n<response>\nParis is mild.\n</response><|end|>",
+                   "<think>\nEasy.\n</think>\n\nParis is mild.<|end|>"):
+        assert parse_response(output, result.template, prefix=PROMPT) == {
+            "role": "assistant", "reasoning_content": "Easy.", "content": "Paris is mild."}, output
+
+
 def test_reasoning_read_under_another_message_key():
     result = infer_template(JSON_TAGS.replace("m.reasoning_content", "m.thinking"))
     assert result.ok, result.reasons
