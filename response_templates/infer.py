@@ -822,6 +822,9 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
 def _json_array_calls(one, start, end, keys) -> _Calls:
     name_key, args_key = keys
     before, after = one[:start], one[end:]
+    if before.strip() and after.strip():
+        first = list(json.loads(one[start:end])[0])
+        return _json_list_in_block(before, after, keys, first[:2])
     calls = _Calls(kind="json_array", content="json", repeats=False, transform_each=True)
     calls.open = r"\s*" + _esc(before.strip()) + r"\s*(?=\[)" if before.strip() else r"\s*(?=\[\s*\{)"
     # Without closing markup only the end ends the list: a ']' may end a nested value.
@@ -836,6 +839,30 @@ def _json_array_calls(one, start, end, keys) -> _Calls:
     calls.transform = {"type": "function", "function": {"name": "{%s}" % name_key, "arguments": "{%s}" % args_key}}
     calls.literal = {"block_open": before, "block_close": after,
                      "arguments": f"JSON array of objects with keys {name_key!r}/{args_key!r}"}
+    return calls
+
+
+def _json_list_in_block(before: str, after: str, keys: tuple[str, str], leading: list) -> _Calls:
+    """A JSON list of call objects between block markers (<TOOLCALL>[{...}, {...}]</TOOLCALL>): each object is a
+    call of its own, so the model may write several blocks, a bare object without the list's brackets, or stop
+    in the middle of the list and keep the calls it completed."""
+    name_key, args_key = keys
+    block_open, block_close = _esc(before.strip()), _esc(after.strip())
+    # Where the next call's object starts (not a nested object): its first key as the chat template writes it,
+    # and the arguments key after the name when the name comes first.
+    shape = r"\{\s*" + re.escape(json.dumps(leading[0])) + r"\s*:"
+    if leading == [name_key, args_key]:
+        shape += r'\s*"(?:[^"\\]|\\.)*"\s*,\s*' + re.escape(json.dumps(args_key)) + r"\s*:"
+    calls = _Calls(kind="json_array", content="json", repeats=True)
+    inside = block_open + "(?:(?!" + block_close + r")[\s\S])*"
+    calls.open = (r"\s*" + block_open + r"\s*\[?\s*(?=\{)|(?<=\})\s*,\s*(?=" + shape + ")(?<=" + inside + ")")
+    calls.close = r"(?<=\})\s*\]?\s*" + block_close + r"|(?<=\})(?=\s*,\s*" + shape + ")"
+    calls.end_guard = r"(?<=\})\s*\]?"
+    calls.partial_open = block_open + r"\s*\[?\s*"
+    calls.transform = {"type": "function", "function": "{content}"} if keys == ("name", "arguments") else {
+        "type": "function", "function": {"name": "{content.%s}" % name_key, "arguments": "{content.%s}" % args_key}}
+    calls.literal = {"block_open": before, "block_close": after,
+                     "arguments": f"JSON list of objects with keys {name_key!r}/{args_key!r}, one call per object"}
     return calls
 
 
