@@ -239,6 +239,11 @@ JSON_BLOCK = _HEAD + """{% if m.tool_calls %}
 <calls>{% for c in m.tool_calls %}{{ '\\n' }}\
 {{ {'name': c.function.name, 'arguments': c.function.arguments} | tojson }}{% endfor %}{{ '\\n' }}</calls>{% endif %}""" + _TAIL
 
+# A JSON list of calls between block markers.
+JSON_LIST_BLOCK = _HEAD + """{% if m.tool_calls %}<calls>[{% for c in m.tool_calls %}\
+{{ {'name': c.function.name, 'arguments': c.function.arguments} | tojson }}{% if not loop.last %}, {% endif %}\
+{% endfor %}]</calls>{% endif %}""" + _TAIL
+
 # A special token and a word before the name (<|call|>call:name{...}<|/call|>).
 TOKEN_WORD = _HEAD + """{% for c in m.tool_calls or [] %}<|call|>call:{{ c.function.name }}\
 {{ c.function.arguments | tojson }}<|/call|>{% endfor %}""" + _TAIL
@@ -319,6 +324,21 @@ def test_json_objects_in_a_block_are_calls_only_inside_it():
     text = 'Format:\n{"a": 1}\n{"name": "x", "arguments": {}}\nDone.<|end|>'
     assert parse_response(text, result.template, prefix=PROMPT) == {
         "role": "assistant", "content": 'Format:\n{"a": 1}\n{"name": "x", "arguments": {}}\nDone.'}
+
+
+def test_a_json_list_of_calls_in_a_block_is_read_one_call_per_object():
+    result = infer_template(JSON_LIST_BLOCK)
+    assert result.ok, result.reasons
+    time, rome = '{"name": "get_time", "arguments": {}}', '{"name": "get_weather", "arguments": {"city": "Rome"}}'
+    both = [_call("get_time", {}), _call("get_weather", {"city": "Rome"})]
+    for output in (f"<calls>[{time}, {rome}]</calls><|end|>", f"<calls>[{time}]</calls>\n<calls>{rome}</calls><|end|>"):
+        assert parse_response(output, result.template, prefix=PROMPT)["tool_calls"] == both, output
+    cut = parse_response(f'<calls>[{time}, {{"name": "get_weather", "arguments": {{"ci', result.template, prefix=PROMPT,
+                         truncated=True)
+    assert cut["tool_calls"] == [_call("get_time", {})]  # the call completed before the cut is kept
+    nested = '<calls>[{"name": "invite", "arguments": {"people": [{"name": "Zoë"}, {"name": "Ann"}]}}]</calls><|end|>'
+    assert parse_response(nested, result.template, prefix=PROMPT)["tool_calls"] == [
+        _call("invite", {"people": [{"name": "Zoë"}, {"name": "Ann"}]})]
 
 
 def test_a_header_word_without_its_token():
