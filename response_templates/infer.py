@@ -775,6 +775,10 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
     calls = _Calls(kind="json_object")
     head = _optional(block_open) + _esc(call_open.strip())
     lead = r"\{\s*" + re.escape(json.dumps(name_key)) + r"\s*:" if not call_open.strip() else ""
+    if lead and not block_open.strip() and list(json.loads(one[start:end]))[:2] == [name_key, args_key]:
+        # No markup at all: the object opens a call only when it starts as the chat template writes a call (the
+        # name, then the arguments key), so a JSON answer with a "name" key stays content.
+        lead += r'\s*"(?:[^"\\]|\\.)*"\s*,\s*' + re.escape(json.dumps(args_key)) + r"\s*:"
     if call_open.strip():
         calls.open = r"\s*" + head + r"\s*(?:```(?:json)?\s*)?(?=\{)"
     elif block_open.strip() and block_close.strip():
@@ -802,7 +806,7 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
         if block_close.strip():
             # Calls listed inside a block: one ends at the block's end or where the next object starts.
             calls.close = guard + r"\s*" + _esc(block_close.strip()) + "|" + guard + r"(?=\s*\{)"
-        elif second is not None and not call_open.strip():
+        elif second is not None and not call_open.strip() and two[second[0]:second[1]]:
             # Bare objects one after the other: a call also ends at the separator the chat template writes
             # between two (",", a line break) when the next call's object follows.
             separator = two[second[0]:second[1]]
@@ -984,6 +988,10 @@ def _python_calls(one, start) -> _Calls:
     before, after = one[:start], one[end:]
     calls = _Calls(kind="python", content="python-call-list", repeats=False, transform_each=True)
     lead = r"(?=\[\s*[A-Za-z_][A-Za-z0-9_.-]*\s*\()"
+    if re.search(r"\[\s*[A-Za-z_][\w.-]*\s*\(\s*[A-Za-z_]\w*\s*=", one[start:end]):
+        # The chat template writes keyword arguments: a call list starts with name( and a keyword or ')', so a
+        # bracketed expression in prose ([f(x)]) is not a call.
+        lead = r"(?=\[\s*[A-Za-z_][A-Za-z0-9_.-]*\s*\(\s*(?:\)|[A-Za-z_][A-Za-z0-9_]*\s*=))"
     calls.open = r"\s*" + (_esc(before.strip()) + r"\s*" if before.strip() else "") + lead
     calls.close = r"(?<=\)\s*\])" + (r"\s*" + _esc(after.strip()) if after.strip() else "")
     if before.strip():

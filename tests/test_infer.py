@@ -244,6 +244,14 @@ JSON_LIST_BLOCK = _HEAD + """{% if m.tool_calls %}<calls>[{% for c in m.tool_cal
 {{ {'name': c.function.name, 'arguments': c.function.arguments} | tojson }}{% if not loop.last %}, {% endif %}\
 {% endfor %}]</calls>{% endif %}""" + _TAIL
 
+# A Python call list with keyword arguments, and bare JSON objects (no markup at all).
+PYTHON_LIST = _HEAD + """{% if m.tool_calls %}[{% for c in m.tool_calls %}{{ c.function.name }}(\
+{% for k, v in c.function.arguments.items() %}{{ k }}={{ v | tojson }}{% if not loop.last %}, {% endif %}{% endfor %})\
+{% if not loop.last %}, {% endif %}{% endfor %}]{% endif %}""" + _TAIL
+BARE_JSON = _HEAD + """{% for c in m.tool_calls or [] %}\
+{{ {'name': c.function.name, 'parameters': c.function.arguments} | tojson }}{% if not loop.last %}{{ '\\n' }}{% endif %}\
+{% endfor %}""" + _TAIL
+
 # A special token and a word before the name (<|call|>call:name{...}<|/call|>).
 TOKEN_WORD = _HEAD + """{% for c in m.tool_calls or [] %}<|call|>call:{{ c.function.name }}\
 {{ c.function.arguments | tojson }}<|/call|>{% endfor %}""" + _TAIL
@@ -339,6 +347,21 @@ def test_a_json_list_of_calls_in_a_block_is_read_one_call_per_object():
     nested = '<calls>[{"name": "invite", "arguments": {"people": [{"name": "Zoë"}, {"name": "Ann"}]}}]</calls><|end|>'
     assert parse_response(nested, result.template, prefix=PROMPT)["tool_calls"] == [
         _call("invite", {"people": [{"name": "Zoë"}, {"name": "Ann"}]})]
+
+
+def test_calls_without_markup_open_only_as_the_chat_template_writes_them():
+    python = infer_template(PYTHON_LIST)
+    assert python.ok, python.reasons
+    assert parse_response('[get_weather(city="Paris", days=3)]<|end|>', python.template, prefix=PROMPT)[
+        "tool_calls"] == [_call("get_weather", {"city": "Paris", "days": 3})]
+    prose = "Arrays such as [1, 2] or calls like [f(x)] are just text here.<|end|>"
+    assert parse_response(prose, python.template, prefix=PROMPT) == {"role": "assistant", "content": prose[:-7]}
+    bare = infer_template(BARE_JSON)
+    assert bare.ok, bare.reasons
+    assert parse_response('{"name": "get_time", "parameters": {}}<|end|>', bare.template, prefix=PROMPT)[
+        "tool_calls"] == [_call("get_time", {})]
+    answer = '{"name": "Alice", "age": 30}<|end|>'
+    assert parse_response(answer, bare.template, prefix=PROMPT) == {"role": "assistant", "content": answer[:-7]}
 
 
 def test_a_header_word_without_its_token():
