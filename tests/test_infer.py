@@ -505,7 +505,7 @@ def test_coverage_does_not_regress(coverage_rows):
 
 # Issue 13 asks for 85%; measured on the shared folder today: 82 of 111 (README "Inferring a template"). This floor
 # guards what works against regressions; raise it as inference improves.
-COVERAGE_FLOOR = 0.72
+COVERAGE_FLOOR = 0.73
 
 
 @needs_folder
