@@ -1200,7 +1200,10 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             # A model that starts its calls without closing the reasoning has ended it: the call opener closes
             # the reasoning. Only for calls that name the function in their header markup; a JSON object in tags
             # written inside the reasoning is the model thinking about a call, and stays reasoning.
-            close += r"|\s*(?=" + re.escape(first.group(0)) + ")"
+            # The calls may also start without their block's opener: the per-call opener closes it too.
+            call_first = _TOKEN.search((calls.literal.get("call_open") or "").strip())
+            openers = [first.group(0)] + ([call_first.group(0)] if call_first else [])
+            close += r"|\s*(?=" + _alternation(openers) + ")"
         fields["reasoning_content"] = {
             "open_pattern": r"\s*" + opens + r"\s*",
             "close_pattern": close,

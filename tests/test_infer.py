@@ -278,6 +278,9 @@ def test_a_call_named_in_its_header_ends_unclosed_reasoning_and_keeps_damaged_ar
     assert parse_response(output, result.template, prefix=PROMPT) == {
         "role": "assistant", "reasoning_content": "I need the weather.",
         "tool_calls": [_call("get_weather", "{'city': 'Paris'}")]}  # not JSON: kept as written
+    blocks = infer_template(NAME_HEADER)  # calls in a [CALLS] block: a call written without the block ends it too
+    assert parse_response("<think>\nPlan.\n[FN]get_time[ARGS]{}[/FN]<|end|>", blocks.template, prefix=PROMPT) == {
+        "role": "assistant", "reasoning_content": "Plan.", "tool_calls": [_call("get_time", {})]}
 
 
 def test_json_calls_written_inside_reasoning_stay_reasoning(json_tags):
