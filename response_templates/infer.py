@@ -682,6 +682,12 @@ def _infer_calls(r: _Renderer, turn: _Turn, reasons: list[str]) -> _Calls | None
     match = re.search(r"\[\s*" + re.escape(name) + r"\(", one)
     if match:
         return _python_calls(one, match.start())
+    # 3b. Python calls one per line in a block, without list brackets.
+    match = re.search(r"(?m)^[ \t]*" + re.escape(name) + r"\(\s*[A-Za-z_]\w*\s*=", one)
+    if match and two is not None and re.search(r"(?m)^[ \t]*" + re.escape(_CALL_B[0]) + r"\(", two):
+        calls = _python_lines(one, two, match.start(), reasons)
+        if calls is not None:
+            return calls
     # 4. XML-style parameters: the keys and values appear as text.
     if name in one and all(k in one for k in arguments) and "Paris" in one:
         return _xml_calls(r, turn, one, two, reasons)
@@ -980,6 +986,41 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
     calls.literal.update({"block_open": block_open, "call_open": call_head, "after_name": tail,
                           "call_close": call_close, "block_close": block_close,
                           "arguments": "JSON object after the name"})
+    return calls
+
+
+# Keyword arguments of a Python call (key=value, ...), for xml-inline: the group `t` says how the value is written.
+# A single-quoted value ends at the quote before the next keyword (chat templates do not escape inner quotes).
+_KWARG = (r"(?P<key>[A-Za-z_]\w*)\s*=\s*(?:(?P<t>')(?P<value>.*?)'|(?P<value>(?P<t>\")(?:[^\"\\]|\\.)*\")"
+          r"|(?P<value>(?P<t>True|False|None))|(?P<t>)(?P<value>.*?))\s*(?=,\s*[A-Za-z_]\w*\s*=|\Z)")
+_KWARG_VALUES = {
+    "'": {"name": "text", "args": {"strip": False}},
+    '"': {"name": "json", "args": {"allow_non_json": True}},
+    "True": {"name": "bool"}, "False": {"name": "bool"},
+    "None": {"name": "json", "args": {"string_delims": [["None", "None"]], "allow_non_json": True}},
+    "": {"name": "json", "args": {"string_delims": [["'", "'"]], "allow_non_json": True}},
+}
+
+
+def _python_lines(one, two, start, reasons) -> _Calls | None:
+    """Python calls written one per line inside a block (<function_calls>\nname(key=value)\n</function_calls>):
+    each line is a call, its keyword arguments read one by one."""
+    end = one.rindex(")") + 1
+    before, after = one[:start], one[end:]
+    between = two[two.index(")") + 1: re.search(r"(?m)^[ \t]*" + re.escape(_CALL_B[0]) + r"\(", two).start()]
+    if not before.strip() or not after.strip() or between.strip():
+        return None  # only calls in a block, one per line
+    block_open, block_close = _esc(before.strip()), _esc(after.strip())
+    ident = r"[A-Za-z_][\w.-]*"
+    calls = _Calls(kind="python", content="xml-inline")
+    calls.open = (r"\s*" + block_open + r"\s*(?P<name>" + ident + r")\(|(?<=\)[ \t]*\n)[ \t]*(?P<name>" + ident
+                  + r")\((?<=" + block_open + "(?:(?!" + block_close + r")[\s\S])*)")
+    calls.close = r"\)[ \t]*(?:\n(?=[ \t]*" + ident + r"\()|\s*" + block_close + ")"
+    calls.end_guard = r"\)"
+    calls.partial_open = block_open + r"\s*(?:" + ident + r"\([^\n)]*)?"
+    calls.content_args = {"tag_pattern": _KWARG, "value_parser_by": {"group": "t", "parsers": _KWARG_VALUES}}
+    calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
+    calls.literal = {"block_open": before, "block_close": after, "arguments": "Python calls, one per line"}
     return calls
 
 

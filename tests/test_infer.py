@@ -252,6 +252,12 @@ BARE_JSON = _HEAD + """{% for c in m.tool_calls or [] %}\
 {{ {'name': c.function.name, 'parameters': c.function.arguments} | tojson }}{% if not loop.last %}{{ '\\n' }}{% endif %}\
 {% endfor %}""" + _TAIL
 
+# Python calls one per line in a block, string values in single quotes.
+PYTHON_LINES = _HEAD + """{% if m.tool_calls %}<function_calls>{% for c in m.tool_calls %}{{ '\\n' }}\
+{{ c.function.name }}({% for k, v in c.function.arguments.items() %}{{ k }}=\
+{% if v is string %}'{{ v }}'{% else %}{{ v | tojson }}{% endif %}{% if not loop.last %}, {% endif %}{% endfor %})\
+{% endfor %}{{ '\\n' }}</function_calls>{% endif %}""" + _TAIL
+
 # A special token and a word before the name (<|call|>call:name{...}<|/call|>).
 TOKEN_WORD = _HEAD + """{% for c in m.tool_calls or [] %}<|call|>call:{{ c.function.name }}\
 {{ c.function.arguments | tojson }}<|/call|>{% endfor %}""" + _TAIL
@@ -365,6 +371,20 @@ def test_calls_without_markup_open_only_as_the_chat_template_writes_them():
         "tool_calls"] == [_call("get_time", {})]
     answer = '{"name": "Alice", "age": 30}<|end|>'
     assert parse_response(answer, bare.template, prefix=PROMPT) == {"role": "assistant", "content": answer[:-7]}
+
+
+def test_python_calls_one_per_line_in_a_block():
+    result = infer_template(PYTHON_LINES)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.arguments"] == "Python calls, one per line"
+    output = ("<function_calls>\nget_weather(city='Paris', days=3, hourly=True)\nsave(text='it's fine', tags=[\"a\"])\n"
+              "</function_calls><|end|>")
+    assert parse_response(output, result.template, prefix=PROMPT)["tool_calls"] == [
+        _call("get_weather", {"city": "Paris", "days": 3, "hourly": True}), _call("save", {"text": "it's fine", "tags": ["a"]})]
+    assert parse_response("<function_calls>get_time()</function_calls><|end|>", result.template, prefix=PROMPT) == {
+        "role": "assistant", "tool_calls": [_call("get_time", {})]}
+    assert parse_response("Try f(x=1) here.<|end|>", result.template, prefix=PROMPT) == {
+        "role": "assistant", "content": "Try f(x=1) here."}  # outside a block it is text
 
 
 def test_a_header_word_without_its_token():
@@ -506,9 +526,9 @@ def test_coverage_does_not_regress(coverage_rows):
     assert passed / total >= 0.40, module.render(rows)
 
 
-# Issue 13 asks for 85%; measured on the shared folder today: 82 of 111 (README "Inferring a template"). This floor
+# Issue 13 asks for 85%; measured on the shared folder today: 83 of 111 (README "Inferring a template"). This floor
 # guards what works against regressions; raise it as inference improves.
-COVERAGE_FLOOR = 0.73
+COVERAGE_FLOOR = 0.74
 
 
 @needs_folder
