@@ -1571,6 +1571,9 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
             skip[case.name] = "the chat template does not render the content of this turn"
         elif _content_moved_to_reasoning(case):
             skip[case.name] = "the chat template writes this turn's content as reasoning"
+        elif _labelled_content(case):
+            skip[case.name] = ("the chat template writes a label before this turn's content that its generation "
+                               f"prompt does not ({_labelled_content(case)!r}): kept as content text")
         elif _dropped_calls(case):
             skip[case.name] = "the chat template does not render the tool calls of this turn"
         elif case.name in ("nested_unicode_arguments", "marker_text_arguments") and _python_literals(case.generation):
@@ -1630,6 +1633,16 @@ def _content_moved_to_reasoning(case) -> bool:
     parsed = case.parsed or {}
     return bool(expected) and (parsed.get("reasoning_content") or "").strip().endswith(expected) and not (
         parsed.get("content") or "").strip()
+
+
+def _labelled_content(case) -> str:
+    """The short label the parsed content has before the expected content (助手：), or ''."""
+    expected = ((case.expected or {}).get("content") or "").strip()
+    parsed = ((case.parsed or {}).get("content") or "").strip()
+    if not expected or not parsed.endswith(expected) or parsed == expected:
+        return ""
+    label = parsed[: len(parsed) - len(expected)]
+    return label if len(label) <= 16 and not _TOKEN.search(label) and "\n" not in label else ""
 
 
 def _dropped_calls(case) -> bool:
