@@ -12,6 +12,19 @@ id or chat template). Streaming goes through `OpenAIStreamAdapter`, so the delta
 the one-shot message; with a fast tokenizer the parser reads token ids, so a control token that the model spelled
 out as plain text does not end a region.
 
+Damaged output (a tool call whose text does not parse) follows the `RESPONSE_TEMPLATES_MALFORMED` environment
+variable of the server, read when a request's parser is made:
+
+- `raise` (the default): the parser's error is caught and the whole output is the answer's content, as it is (as
+  vLLM's own parsers do). Tool-call arguments stream while the model writes them, where `OpenAIStreamAdapter`
+  can (`may_truncate=False`); if the output turns out damaged, the rest of the stream is the raw text as content.
+- `content` / `drop`: the broken call becomes content where the model wrote it / is left out, and the other calls
+  are kept (`malformed=` of the parser). Calls are then streamed whole when they close, since a call already
+  streamed could turn out malformed.
+
+`tool_choice` "required" or a named function is refused (HTTP 400): nothing makes the model write a call in its
+format, so neither can be guaranteed.
+
 Unlike vLLM's own `hf` parser, every template of the library works: `reasoning_content` or `thinking`, `join`,
 transforms and every content parser.
 """
@@ -23,9 +36,25 @@ import functools
 from typing import Any, Sequence
 
 NAME = "response_templates"
+MALFORMED_ENV = "RESPONSE_TEMPLATES_MALFORMED"
+_POLICIES = ("raise", "content", "drop")
 _REASONING_FIELDS = ("reasoning_content", "thinking")
 
-__all__ = ["NAME", "register", "resolve_template"]
+__all__ = ["MALFORMED_ENV", "NAME", "malformed_policy", "register", "resolve_template"]
+
+
+def malformed_policy() -> str:
+    """The damaged-output policy of the server: `RESPONSE_TEMPLATES_MALFORMED` (raise, content or drop; default
+    raise). A value outside these fails, naming the variable."""
+    import os
+
+    value = os.environ.get(MALFORMED_ENV, "").strip().lower() or "raise"
+    if value not in _POLICIES:
+        raise ValueError(
+            f"{MALFORMED_ENV}={os.environ[MALFORMED_ENV]!r}: the vLLM plugin of response-templates takes "
+            f"{', '.join(_POLICIES)} (what to do with a tool call whose text does not parse)"
+        )
+    return value
 
 
 def resolve_template(tokenizer: Any) -> dict | None:
@@ -97,6 +126,7 @@ def _route_parser_manager(parser_cls: type) -> None:
 def _classes() -> dict[str, type]:
     """The vLLM classes, built once (they subclass vLLM's, so vLLM is imported only here)."""
     from vllm.entrypoints.generate.base.protocol import DeltaFunctionCall, DeltaMessage, DeltaToolCall, FunctionCall
+    from vllm.exceptions import VLLMValidationError
     from vllm.parser.abstract_parser import Parser
     from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
     from vllm.tool_parsers.abstract_tool_parser import ToolParser
@@ -151,11 +181,13 @@ def _classes() -> dict[str, type]:
 
         reasoning_parser_cls = ResponseTemplatesReasoningParser
         tool_parser_cls = ResponseTemplatesToolParser
+        always_adjust_request = True  # skip_special_tokens=False, and required/named tool choice refused
         _enable_auto_tools = False
 
         def __init__(self, tokenizer, tools=None, *args, **kwargs):
             super().__init__(tokenizer, tools, *args, **kwargs)
             self.response_template = template_of(tokenizer)
+            self.malformed = malformed_policy()
             self._tools = _tool_dicts(tools)
             self._ids = bool(getattr(tokenizer, "is_fast", False))  # token ids: spelled-out control tokens defused
             self._prompt: list[int] | str = [] if self._ids else ""
@@ -171,6 +203,16 @@ def _classes() -> dict[str, type]:
             request.skip_special_tokens = False  # the delimiters are often special tokens
             if hasattr(request, "spaces_between_special_tokens"):
                 request.spaces_between_special_tokens = False
+            if self._tool_parser is not None and request.tools and request.tool_choice != "none":
+                forced = _forced_tool_choice(request)
+                if forced is not None:
+                    raise VLLMValidationError(
+                        f"tool_choice={forced} is not supported with --tool-call-parser {NAME}: the model writes "
+                        "tool calls in its own format and no grammar makes it write one, so a call cannot be "
+                        'guaranteed; use tool_choice="auto" (or "none")',
+                        parameter="tool_choice",
+                        value=forced,
+                    )
             return request
 
         def is_reasoning_end(self, input_ids: list[int]) -> bool:
@@ -189,10 +231,10 @@ def _classes() -> dict[str, type]:
                 _decode(self.model_tokenizer, self._prompt)
             try:
                 message = parse_response(text_or_ids, self.response_template, prefix=prefix, tools=self._tools,
-                                         tokenizer=tokenizer)
+                                         tokenizer=tokenizer, malformed=self.malformed)
             except ValueError as error:  # damaged output (e.g. a call that is not JSON): the text as it is
-                # TODO: the core's damaged-output policy (malformed=) once it is public.
-                _logger().warning("%s: output does not parse (%s); returned as content", NAME, error)
+                _logger().warning("%s: output does not parse (%s); returned as content (%s=%s)", NAME, error,
+                                  MALFORMED_ENV, self.malformed)
                 return None, model_output, None
             openai = to_openai_message(message, id_factory=self._new_id)
             reasoning = openai.get("reasoning_content")
@@ -211,9 +253,12 @@ def _classes() -> dict[str, type]:
             if self._adapter is None:
                 if prompt_token_ids is not None and not self._prompt:
                     self.set_prompt_token_ids(prompt_token_ids)
+                # Arguments stream while the model writes them unless a call may still turn out malformed and be
+                # taken back (content/drop policies): then each call goes out whole at its close.
                 self._adapter = OpenAIStreamAdapter(
                     self.response_template, self._prompt, tools=self._tools,
                     tokenizer=self.model_tokenizer if self._ids else None, id_factory=self._new_id,
+                    may_truncate=self.malformed != "raise", malformed=self.malformed,
                 )
             if self._broken:
                 return DeltaMessage(content=delta_text) if delta_text else None
@@ -223,13 +268,15 @@ def _classes() -> dict[str, type]:
                 if finished:
                     chunks += self._adapter.finish()
             except ValueError as error:  # damaged output: from here on, the text as it is (see parse)
-                _logger().warning("%s: output does not parse (%s); streamed as content", NAME, error)
+                _logger().warning("%s: output does not parse (%s); streamed as content (%s=%s)", NAME, error,
+                                  MALFORMED_ENV, self.malformed)
                 self._broken = True
                 return DeltaMessage(content=delta_text) if delta_text else None
             return self._delta(chunks, request)
 
         def _delta(self, chunks: list[dict], request):
-            reasoning, content, calls = [], [], []
+            reasoning, content = [], []
+            calls: list[dict] = []  # OpenAI tool-call deltas, consecutive ones of the same call merged
             parse_tools = self._parse_tools(request, self._enable_auto_tools)
             for chunk in chunks:
                 for choice in chunk.get("choices", ()):
@@ -242,17 +289,22 @@ def _classes() -> dict[str, type]:
                         if not parse_tools:
                             continue
                         function = call.get("function") or {}
-                        calls.append(DeltaToolCall(
-                            index=call["index"], id=call.get("id"), type=call.get("type"),
-                            function=DeltaFunctionCall(name=function.get("name"), arguments=function.get("arguments")),
-                        ))
+                        if calls and calls[-1]["index"] == call["index"]:
+                            calls[-1]["arguments"] += function.get("arguments") or ""
+                            continue
+                        calls.append({"index": call["index"], "id": call.get("id"), "type": call.get("type"),
+                                      "name": function.get("name"), "arguments": function.get("arguments") or ""})
             fields: dict[str, Any] = {}
             if reasoning and self._reasoning_parser is not None and getattr(request, "include_reasoning", True):
                 fields["reasoning"] = "".join(reasoning)
             if content:
                 fields["content"] = "".join(content)
             if calls:
-                fields["tool_calls"] = calls
+                fields["tool_calls"] = [
+                    DeltaToolCall(index=c["index"], id=c["id"], type=c["type"],
+                                  function=DeltaFunctionCall(name=c["name"], arguments=c["arguments"]))
+                    for c in calls
+                ]
             return DeltaMessage(**fields) if fields else None
 
         def _new_id(self, index: int) -> str:
@@ -287,6 +339,18 @@ def _classes() -> dict[str, type]:
         "tool": ResponseTemplatesToolParser,
         "parser": ResponseTemplatesParser,
     }
+
+
+def _forced_tool_choice(request: Any) -> str | None:
+    """How the request forces a tool call ('"required"' or 'function "NAME"'), or None when it does not."""
+    choice = getattr(request, "tool_choice", None)
+    if choice == "required":
+        return '"required"'
+    if choice is None or isinstance(choice, str):
+        return None
+    function = getattr(choice, "function", None)
+    name = getattr(function, "name", None) or getattr(choice, "name", None)
+    return f'function "{name}"' if name else repr(choice)
 
 
 def _logger():

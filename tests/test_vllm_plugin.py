@@ -2,7 +2,9 @@
 
 For every case of every library template: the message vLLM's serving layer gets from `parse` is ours
 (`to_openai_message(parse_response(...))`), and the deltas of `parse_delta`, fed a few tokens at a time and
-assembled the way clients do, give the same message. Skipped, with the reason, when vLLM is absent; failing on CI."""
+assembled the way clients do, give the same message, with tool-call arguments sent in as many pieces as
+`OpenAIStreamAdapter` sends them. Damaged outputs follow RESPONSE_TEMPLATES_MALFORMED; a forced tool choice is
+refused. Skipped, with the reason, when vLLM is absent; failing on CI."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ import pytest
 
 from response_templates import engines, parse_response
 from response_templates.library import get_template, list_templates
-from response_templates.openai_adapter import to_openai_message
+from response_templates.openai_adapter import OpenAIStreamAdapter, to_openai_message
 
 CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
+DAMAGED = Path(__file__).resolve().parent / "data" / "damaged"
+STEP = 3  # tokens per streamed delta
 
 _missing = engines.engine_unavailable("vllm")
 if _missing and os.environ.get("CI", "").lower() == "true":
@@ -67,8 +71,47 @@ def _expected(openai):
     return {"reasoning": openai.get("reasoning_content"), "content": openai.get("content"), "calls": calls}
 
 
+def _stream(parser, tokenizer, request, prompt_ids, output_ids, step=STEP):
+    """parse_delta over the output, `step` tokens at a time, as vLLM's serving layer calls it."""
+    deltas = []
+    for start in range(0, len(output_ids), step):
+        ids = output_ids[start:start + step]
+        deltas.append(parser.parse_delta(tokenizer.decode(ids), ids, request, prompt_ids,
+                                         finished=start + step >= len(output_ids)))
+    if not output_ids:
+        deltas.append(parser.parse_delta("", [], request, prompt_ids, finished=True))
+    return deltas
+
+
+def _argument_pieces(deltas):
+    """Per call index, how many deltas carried a piece of its arguments."""
+    counts = {}
+    for delta in deltas:
+        for index in {c.index for c in (delta.tool_calls if delta else None) or () if c.function and
+                      c.function.arguments}:
+            counts[index] = counts.get(index, 0) + 1
+    return counts
+
+
+def _adapter_argument_pieces(template, case, tokenizer, prompt_ids, output_ids):
+    """The same count for OpenAIStreamAdapter streaming arguments early (may_truncate=False), fed the same pieces."""
+    adapter = OpenAIStreamAdapter(template, prompt_ids, tools=case.get("tools"), tokenizer=tokenizer,
+                                  may_truncate=False)
+    counts = {}
+    for start in range(0, len(output_ids), STEP):
+        chunks = adapter.feed(output_ids[start:start + STEP])
+        if start + STEP >= len(output_ids):
+            chunks += adapter.finish()
+        indexes = {call["index"] for chunk in chunks for choice in chunk["choices"]
+                   for call in choice["delta"].get("tool_calls") or () if call.get("function", {}).get("arguments")}
+        for index in indexes:
+            counts[index] = counts.get(index, 0) + 1
+    return counts
+
+
 @pytest.mark.parametrize("name", list_templates())
-def test_every_corpus_case_one_shot_and_streamed(name):
+def test_every_corpus_case_one_shot_and_streamed(name, monkeypatch):
+    monkeypatch.delenv("RESPONSE_TEMPLATES_MALFORMED", raising=False)
     template = get_template(name)
     cases = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))["cases"]
     tokenizer = engines._tokenizer(template)
@@ -99,15 +142,132 @@ def test_every_corpus_case_one_shot_and_streamed(name):
                     "calls": [{"name": c.name, "arguments": c.arguments} for c in calls or ()]}
         assert one_shot == expected, (name, case["name"])
 
-        parser = parser_cls(tokenizer, request.tools)
-        deltas, step = [], 3
-        for start in range(0, len(output_ids), step):
-            ids = output_ids[start:start + step]
-            deltas.append(parser.parse_delta(tokenizer.decode(ids), ids, request, prompt_ids,
-                                             finished=start + step >= len(output_ids)))
-        if not output_ids:
-            deltas.append(parser.parse_delta("", [], request, prompt_ids, finished=True))
+        deltas = _stream(parser_cls(tokenizer, request.tools), tokenizer, request, prompt_ids, output_ids)
         assert _assemble(deltas) == expected, (name, case["name"])
+        if expected["calls"]:  # arguments go out in as many pieces as the adapter sends them while they arrive
+            assert _argument_pieces(deltas) == _adapter_argument_pieces(
+                template, case, tokenizer, prompt_ids, output_ids), (name, case["name"])
+
+
+def test_long_arguments_stream_while_the_model_writes_them(monkeypatch):
+    monkeypatch.delenv("RESPONSE_TEMPLATES_MALFORMED", raising=False)
+    template = get_template("qwen3")
+    tokenizer = engines._tokenizer(template)
+    tools = [{"type": "function", "function": {"name": "write_note", "parameters": {"type": "object", "properties": {
+        "title": {"type": "string"}, "body": {"type": "string"}, "tags": {"type": "array"}}}}}]
+    arguments = {"title": "Trip", "body": "Paris, " * 40 + "then Lyon.", "tags": ["travel", "france"]}
+    call = json.dumps({"name": "write_note", "arguments": arguments})
+    output = f"<think>\nA note.\n</think>\n\n<tool_call>\n{call}\n</tool_call><|im_end|>"
+    prompt_ids = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    output_ids = tokenizer.encode(output, add_special_tokens=False)
+    close_at = len(tokenizer.encode(output[:output.index("\n</tool_call>")], add_special_tokens=False))
+
+    request = _request(tools)
+    parser = _parser_cls(tokenizer)(tokenizer, request.tools)
+    sent_before_close, deltas = "", []
+    for position, token in enumerate(output_ids):  # one token at a time, as a server streams
+        delta = parser.parse_delta(tokenizer.decode([token]), [token], request, prompt_ids,
+                                   finished=position == len(output_ids) - 1)
+        deltas.append(delta)
+        if position < close_at:
+            sent_before_close += "".join(c.function.arguments or "" for c in (delta.tool_calls if delta else ())
+                                         if c.function)
+    assert _assemble(deltas) == {"reasoning": "A note.", "content": None,
+                                 "calls": [{"name": "write_note", "arguments": json.dumps(arguments)}]}
+    assert _argument_pieces(deltas)[0] >= 3  # title, body, tags: each once complete
+    assert sent_before_close.startswith('{"title": "Trip", "body": "Paris, Paris, ')
+
+
+@pytest.mark.parametrize("policy", ["content", "drop"])
+@pytest.mark.parametrize("name", list_templates())
+def test_damaged_outputs_follow_the_malformed_policy(name, policy, monkeypatch):
+    """RESPONSE_TEMPLATES_MALFORMED=content|drop: `parse` gives the core parser's message under that policy, and
+    the assembled stream gives the same message (calls are then sent whole at their close)."""
+    monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", policy)
+    path = DAMAGED / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"no damaged corpus for {name}")
+    template = get_template(name)
+    tokenizer = engines._tokenizer(template)
+    parser_cls = _parser_cls(tokenizer)
+    for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:
+        prompt_ids = tokenizer.encode(case["prefix"], add_special_tokens=False)
+        output_ids = tokenizer.encode(case["output"], add_special_tokens=False)
+        request = _request(case.get("tools"))
+        parser = parser_cls(tokenizer, request.tools)
+        assert parser.malformed == policy
+        parser.set_prompt_token_ids(prompt_ids)
+        try:
+            ours = to_openai_message(parse_response(case["output"], template, prefix=case["prefix"],
+                                                    tools=case.get("tools"), malformed=policy))
+        except ValueError:  # not a region the policy applies to (e.g. a cut the format cannot end)
+            assert parser.parse(case["output"], request, True, output_ids) == (None, case["output"], None)
+            continue
+        expected = _expected(ours)
+        if not case.get("tools"):
+            expected["calls"] = []  # no tools in the request: vLLM parses no calls
+        reasoning, content, calls = parser.parse(case["output"], request, enable_auto_tools=True,
+                                                 model_output_token_ids=output_ids)
+        one_shot = {"reasoning": reasoning or None, "content": content or None,
+                    "calls": [{"name": c.name, "arguments": c.arguments} for c in calls or ()]}
+        assert one_shot == expected, (name, case["name"])
+        deltas = _stream(parser_cls(tokenizer, request.tools), tokenizer, request, prompt_ids, output_ids)
+        assert _assemble(deltas) == expected, (name, case["name"])
+
+
+def test_a_broken_call_under_each_policy(monkeypatch):
+    template = get_template("qwen3")
+    tokenizer = engines._tokenizer(template)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+             {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    broken = '<tool_call>\n{"name": "get_weather", "arguments": {"city": Paris}}\n</tool_call>'
+    output = f'Checking.\n{broken}\n<tool_call>\n{{"name": "get_time", "arguments": {{}}}}\n</tool_call><|im_end|>'
+    prompt_ids = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    output_ids = tokenizer.encode(output, add_special_tokens=False)
+    results = {}
+    for policy in ("raise", "content", "drop"):
+        monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", policy)
+        request = _request(tools)
+        parser = _parser_cls(tokenizer)(tokenizer, request.tools)
+        parser.set_prompt_token_ids(prompt_ids)
+        reasoning, content, calls = parser.parse(output, request, True, output_ids)
+        results[policy] = (content, [c.name for c in calls or ()])
+        streamed = _assemble(_stream(_parser_cls(tokenizer)(tokenizer, request.tools), tokenizer, request,
+                                     prompt_ids, output_ids))
+        if policy != "raise":
+            assert (streamed["content"], [c["name"] for c in streamed["calls"]]) == results[policy]
+    assert results["raise"] == (output, [])  # the whole output as it is, as vLLM's own parsers answer
+    assert results["content"] == (f"Checking.\n{broken}", ["get_time"])
+    assert results["drop"] == ("Checking.", ["get_time"])
+
+
+def test_a_bad_policy_fails_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", "repair")
+    tokenizer = engines._tokenizer(get_template("qwen3"))
+    # vLLM's parser manager makes one parser at startup: the server does not start
+    with pytest.raises(TypeError, match="RESPONSE_TEMPLATES_MALFORMED='repair'.*raise, content, drop"):
+        _parser_cls(tokenizer)
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_a_forced_tool_choice_is_refused(choice):
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.exceptions import VLLMValidationError
+
+    tokenizer = engines._tokenizer(get_template("qwen3"))
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    request = ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                                    tool_choice=choice)
+    parser_cls = _parser_cls(tokenizer)
+    assert parser_cls.always_adjust_request  # vLLM's renderer calls adjust_request for every request
+    with pytest.raises(VLLMValidationError, match="tool_choice=.*not supported with --tool-call-parser "
+                                                  "response_templates") as raised:
+        parser_cls(tokenizer, request.tools).adjust_request(request)
+    assert raised.value.parameter == "tool_choice"
+    for allowed in ("auto", "none"):
+        request = ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                                        tool_choice=allowed)
+        assert parser_cls(tokenizer, request.tools).adjust_request(request).skip_special_tokens is False
 
 
 def test_template_from_the_library_when_the_tokenizer_has_none():
