@@ -193,6 +193,7 @@ def _classes() -> dict[str, type]:
             self._prompt: list[int] | str = [] if self._ids else ""
             self._adapter: OpenAIStreamAdapter | None = None
             self._broken = False
+            self._unsent = ""  # output text fed into a region the adapter holds (a call before its close)
 
         def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
             ids = list(prompt_token_ids)
@@ -263,6 +264,7 @@ def _classes() -> dict[str, type]:
             if self._broken:
                 return DeltaMessage(content=delta_text) if delta_text else None
             piece = list(delta_token_ids) if self._ids else delta_text
+            region_before = self._adapter._current
             try:
                 chunks = self._adapter.feed(piece) if piece else []
                 if finished:
@@ -271,7 +273,20 @@ def _classes() -> dict[str, type]:
                 _logger().warning("%s: output does not parse (%s); streamed as content (%s=%s)", NAME, error,
                                   MALFORMED_ENV, self.malformed)
                 self._broken = True
-                return DeltaMessage(content=delta_text) if delta_text else None
+                text = self._unsent + delta_text  # the damaged region's text, never sent, then the rest as it is
+                return DeltaMessage(content=text) if text else None
+            # The output text not accounted for yet, sent as content if the output turns out damaged: the text of
+            # a region held until its close (a call), and text the parser has not decided on (a delimiter's start).
+            region = self._adapter._current
+            if region is not None and self._adapter._mode != "append":
+                self._unsent += delta_text
+            elif (region_before is not None and region is None) or any(
+                value for chunk in chunks for choice in chunk.get("choices", ())
+                for key, value in (choice.get("delta") or {}).items() if key != "role"
+            ):
+                self._unsent = ""  # a region closed, or this text went out
+            else:
+                self._unsent += delta_text
             return self._delta(chunks, request)
 
         def _delta(self, chunks: list[dict], request):

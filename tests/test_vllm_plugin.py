@@ -248,6 +248,16 @@ def test_a_broken_call_under_each_policy(monkeypatch):
         if policy != "raise":
             assert (streamed["content"], [c["name"] for c in streamed["calls"]]) == results[policy]
     assert results["raise"] == (output, [])  # the whole output as it is, as vLLM's own parsers answer
+    # streamed, the text before the broken call is parsed as it came; the broken call's text and the rest follow
+    # as content. The call's name had gone out before its arguments broke (arguments stream as they arrive).
+    monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", "raise")
+    request = _request(tools)
+    for step in (1, STEP):
+        streamed = _assemble(_stream(_parser_cls(tokenizer)(tokenizer, request.tools), tokenizer, request,
+                                     prompt_ids, output_ids, step=step))
+        assert streamed["calls"] == [{"name": "get_weather", "arguments": ""}]
+        assert streamed["content"].startswith("Checking.")
+        assert streamed["content"].endswith(output[output.index(broken):])
     assert results["content"] == (f"Checking.\n{broken}", ["get_time"])
     assert results["drop"] == ("Checking.", ["get_time"])
 
