@@ -17,7 +17,8 @@ variable of the server, read when a request's parser is made:
 
 - `raise` (the default): the parser's error is caught and the whole output is the answer's content, as it is (as
   vLLM's own parsers do). Tool-call arguments stream while the model writes them, where `OpenAIStreamAdapter`
-  can (`may_truncate=False`); if the output turns out damaged, the rest of the stream is the raw text as content.
+  can (`may_truncate=False`); if the output turns out damaged, what was sent stays sent (possibly the call's name
+  and first arguments) and the damaged call's text and the rest of the output follow as content.
 - `content` / `drop`: the broken call becomes content where the model wrote it / is left out, and the other calls
   are kept (`malformed=` of the parser). Calls are then streamed whole when they close, since a call already
   streamed could turn out malformed.
@@ -193,7 +194,7 @@ def _classes() -> dict[str, type]:
             self._prompt: list[int] | str = [] if self._ids else ""
             self._adapter: OpenAIStreamAdapter | None = None
             self._broken = False
-            self._unsent = ""  # output text fed into a region the adapter holds (a call before its close)
+            self._unsent = ""  # output text not accounted for yet (see parse_delta)
 
         def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
             ids = list(prompt_token_ids)
@@ -277,6 +278,7 @@ def _classes() -> dict[str, type]:
                 return DeltaMessage(content=text) if text else None
             # The output text not accounted for yet, sent as content if the output turns out damaged: the text of
             # a region held until its close (a call), and text the parser has not decided on (a delimiter's start).
+            # `_current` / `_mode`: the adapter's open region and whether its text streams as it arrives.
             region = self._adapter._current
             if region is not None and self._adapter._mode != "append":
                 self._unsent += delta_text

