@@ -24,7 +24,8 @@ variable of the server, read when a request's parser is made:
   streamed could turn out malformed.
 
 `tool_choice` "required" or a named function is refused (HTTP 400): nothing makes the model write a call in its
-format, so neither can be guaranteed.
+format, so neither can be guaranteed. A generation that stopped at its token limit (which vLLM does not tell
+parsers; see `_cut_by_limit`) is parsed with `truncated=True`, so a call cut off there is left out.
 
 Unlike vLLM's own `hf` parser, every template of the library works: `reasoning_content` or `thinking`, `join`,
 transforms and every content parser.
@@ -195,11 +196,37 @@ def _classes() -> dict[str, type]:
             self._adapter: OpenAIStreamAdapter | None = None
             self._broken = False
             self._unsent = ""  # output text not accounted for yet (see parse_delta)
+            self._max_model_len = getattr(kwargs.get("model_config"), "max_model_len", None)
+            self._prompt_length: int | None = None
+            self._streamed_ids, self._last_id = 0, None  # output tokens streamed so far, the last one
 
         def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
             ids = list(prompt_token_ids)
             self._prompt = ids if self._ids else _decode(self.model_tokenizer, ids)
+            self._prompt_length = len(ids)
             self._adapter = None
+
+        def _cut_by_limit(self, request, count: int, last_id: int | None) -> bool:
+            """Whether vLLM stopped the generation at its token limit (finish_reason "length"), which it does not
+            tell parsers: `count` output tokens reached max_completion_tokens / max_tokens / max_output_tokens or
+            the model's length, and the last one is not an end-of-sequence or stop token."""
+            if not count or last_id is None:
+                return False
+            stops = set(getattr(request, "stop_token_ids", None) or ())
+            eos = getattr(self.model_tokenizer, "eos_token_id", None)
+            if eos is not None:
+                stops.add(eos)
+            if last_id in stops:
+                return False
+            limits = []
+            for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+                limit = getattr(request, name, None)
+                if isinstance(limit, int) and limit > 0:
+                    limits.append(limit)
+                    break
+            if isinstance(self._max_model_len, int) and self._prompt_length is not None:
+                limits.append(self._max_model_len - self._prompt_length)
+            return any(count >= limit for limit in limits)
 
         def adjust_request(self, request):
             request.skip_special_tokens = False  # the delimiters are often special tokens
@@ -231,9 +258,11 @@ def _classes() -> dict[str, type]:
             tokenizer = self.model_tokenizer if not isinstance(text_or_ids, str) else None
             prefix = self._prompt if tokenizer is not None or isinstance(self._prompt, str) else \
                 _decode(self.model_tokenizer, self._prompt)
+            ids = list(model_output_token_ids)
+            truncated = self._cut_by_limit(request, len(ids), ids[-1] if ids else None)
             try:
                 message = parse_response(text_or_ids, self.response_template, prefix=prefix, tools=self._tools,
-                                         tokenizer=tokenizer, malformed=self.malformed)
+                                         tokenizer=tokenizer, truncated=truncated, malformed=self.malformed)
             except ValueError as error:  # damaged output (e.g. a call that is not JSON): the text as it is
                 _logger().warning("%s: output does not parse (%s); returned as content (%s=%s)", NAME, error,
                                   MALFORMED_ENV, self.malformed)
@@ -265,11 +294,15 @@ def _classes() -> dict[str, type]:
             if self._broken:
                 return DeltaMessage(content=delta_text) if delta_text else None
             piece = list(delta_token_ids) if self._ids else delta_text
+            if delta_token_ids:
+                self._streamed_ids += len(delta_token_ids)
+                self._last_id = delta_token_ids[-1]
             region_before = self._adapter._current
             try:
                 chunks = self._adapter.feed(piece) if piece else []
                 if finished:
-                    chunks += self._adapter.finish()
+                    chunks += self._adapter.finish(
+                        truncated=self._cut_by_limit(request, self._streamed_ids, self._last_id))
             except ValueError as error:  # damaged output: from here on, the text as it is (see parse)
                 _logger().warning("%s: output does not parse (%s); streamed as content (%s=%s)", NAME, error,
                                   MALFORMED_ENV, self.malformed)

@@ -262,6 +262,45 @@ def test_a_broken_call_under_each_policy(monkeypatch):
     assert results["drop"] == ("Checking.", ["get_time"])
 
 
+@pytest.mark.parametrize("policy", ["raise", "content", "drop"])
+def test_a_generation_cut_by_the_token_limit_drops_the_unfinished_call(policy, monkeypatch):
+    """vLLM does not tell parsers that a generation hit max_tokens: the plugin sees it from the request, so a call
+    cut off there is dropped (as `truncated=True` does) rather than read as damaged output."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", policy)
+    template = get_template("qwen3")
+    tokenizer = engines._tokenizer(template)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    output = ('<think>\nWeather.\n</think>\n\nChecking.\n<tool_call>\n'
+              '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call><|im_end|>')
+    prompt_ids = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    cut_ids = tokenizer.encode(output, add_special_tokens=False)[:output.index('"days"')]  # one byte per token
+    cut = tokenizer.decode(cut_ids)
+
+    def request(limit):
+        return ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                                     max_completion_tokens=limit)
+
+    parser_cls = _parser_cls(tokenizer)
+    parser = parser_cls(tokenizer, request(len(cut_ids)).tools)
+    parser.set_prompt_token_ids(prompt_ids)
+    assert parser.parse(cut, request(len(cut_ids)), True, cut_ids) == ("Weather.", "Checking.", None)
+    streamed = _assemble(_stream(parser_cls(tokenizer, tools), tokenizer, request(len(cut_ids)), prompt_ids, cut_ids))
+    assert (streamed["reasoning"], streamed["content"]) == ("Weather.", "Checking.")
+    # what streamed before the cut stays sent: with "raise", the call's name and its first complete argument
+    assert streamed["calls"] == ([{"name": "get_weather", "arguments": '{"city": "Paris"'}] if policy == "raise"
+                                 else [])
+    # under the limit, the same text is an output that ended there: damaged (a call that does not parse), so with
+    # "raise" the whole text and with "content" the call's text are the content ("drop" leaves the call out anyway)
+    parser = parser_cls(tokenizer, tools)
+    parser.set_prompt_token_ids(prompt_ids)
+    reasoning, content, calls = parser.parse(cut, request(len(cut_ids) + 10), True, cut_ids)
+    assert calls is None
+    assert content == {"raise": cut, "content": "Checking.\n" + cut[cut.index("<tool_call>"):],
+                       "drop": "Checking."}[policy]
+
+
 def test_a_bad_policy_fails_naming_the_variable(monkeypatch):
     monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", "repair")
     tokenizer = engines._tokenizer(get_template("qwen3"))

@@ -187,6 +187,16 @@ def test_streamed_chat_completion_assembles_to_the_same_message(server):
     assert finish == "tool_calls"
 
 
+def test_a_call_cut_by_max_tokens_is_dropped_not_returned_as_content(server):
+    cut = len(OUTPUT[:OUTPUT.index('"days"')].encode())  # one token per byte
+    answer = _post(server, _body(max_tokens=cut))
+    choice = answer["choices"][0]
+    expected_reasoning, expected_content, _ = _expected()
+    assert choice["finish_reason"] == "length"
+    assert (choice["message"]["reasoning"], choice["message"]["content"]) == (expected_reasoning, expected_content)
+    assert not choice["message"].get("tool_calls")
+
+
 def test_required_tool_choice_is_refused_with_a_400(server):
     with pytest.raises(urllib.error.HTTPError) as raised:
         _post(server, _body(tool_choice="required"))
