@@ -219,8 +219,9 @@ def _classes() -> dict[str, type]:
             if last_id in stops:
                 return False
             limits = []
+            values = getattr(request, "__dict__", {})  # the fields as set (reading max_tokens itself warns)
             for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
-                limit = getattr(request, name, None)
+                limit = values.get(name)
                 if isinstance(limit, int) and limit > 0:
                     limits.append(limit)
                     break
