@@ -177,6 +177,11 @@ def test_parse_response_shares_one_budget(short_limit):
         (r"\A(?:\s*<think>)?", ["<think>a", "  <think>b", "c"]),
         (r"end$", ["the end", "end\n", "endless"]),
         (r"\s*(?:<a>|[ \t]*to=x)", ["b\n  to=x", "c <a>", "to="]),
+        # a lookbehind ending in a run of spaces: starts after the `>` and in the run that follows it only
+        (r"(?:(?<=</p>)|(?<=<sep>\s*))\s*</call>", ["<sep>\n</call>", "<sep>  x </call>", "a </call>", "x</p> </call>", "<sep></call>", "> </call><sep>"]),
+        (r'(?<=<x\s+n="[^"]*"\s*>\s*)', ['<x n="a">  y', "a b > c", '<x n="a" >', '<y n="a">  ']),
+        # nested runs of the same class: `\s*\]?\s*<e>` starts at the spaces before a `]` or a `<`
+        (r"\s*\]?\s*(?:<e>|</e>)", ["a ] <e>", "x  </e>", "] ]<e>", " ]", "a b c"]),
     ],
 )
 def test_candidate_scan_agrees_with_search(pattern, texts):

@@ -124,6 +124,11 @@ def _single(sub) -> Charset | None:
     return None
 
 
+def _within(inner: Charset, outer: Charset) -> bool:
+    """Whether every character of `inner` is surely in `outer` (same pieces; negated classes only when equal)."""
+    return inner == outer or (not inner.negated and not outer.negated and inner.parts <= outer.parts)
+
+
 def _last(items) -> tuple[Charset, bool]:
     """The characters a sequence can end with, and whether it can be empty."""
     found = _EMPTY
@@ -168,6 +173,25 @@ def _near(sub) -> list | None:
     return [("near", k[3], low, high) for k in inner]
 
 
+def _tail_run(sub) -> tuple[Charset, Charset] | None:
+    """For a lookbehind that ends with a run of one class after a few characters (`(?<=<tool_sep>\\s*)`): the
+    characters before the run and the run's class, or None. The start is then right after one of those characters,
+    or inside or at the end of the run of the class that follows it (not after every character of the class)."""
+    items = list(sub)
+    if len(items) < 2:
+        return None
+    op, av = items[-1]
+    if op not in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE) or av[0] != 0 or av[1] is not _MAXREPEAT:
+        return None
+    run = _single(av[2])
+    if run is None:
+        return None
+    chars, empty = _last(items[:-1])
+    if empty or not chars.small or not chars.parts or chars.negated:
+        return None
+    return chars, run
+
+
 def _starts(items) -> tuple[list, bool]:
     """Where a match of a sequence can start: a list of filters, and whether the sequence can match empty anywhere."""
     items = list(items)
@@ -200,7 +224,8 @@ def _starts(items) -> tuple[list, bool]:
                     return out, False
                 for kind in rest:
                     if kind[0] == "first":
-                        if kind[2] is None:
+                        if kind[2] is None or _within(kind[2], lead):
+                            # `\\s*<x>`, or `\\s*\\s*<x>` (a run of the same class twice is one run)
                             out.append(("first", kind[1], lead, kind[3]))
                         else:
                             out.append(("first", kind[1] | kind[2], lead, None))
@@ -266,6 +291,12 @@ def _starts(items) -> tuple[list, bool]:
                             rest, rest_empty = None, True
                         if rest is not None and not rest_empty and all(k[0] == "first" and k[1].small for k in rest):
                             return rest, False
+                        try:
+                            tail = _tail_run(sub)
+                        except _Unknown:
+                            tail = None
+                        if tail is not None:
+                            return [("after_run", *tail)], False
                     return [("after", chars)], False
             continue
         if op is _C.ASSERT_NOT:
@@ -316,6 +347,11 @@ class PatternScan:
     guards: object = None
     unguarded: object = None
     relaxed: object = None  # such lookbehinds removed (always true): matches at least wherever the pattern does
+    # ((regex of the characters, regex of a character not in the class, the same searching backwards), ...): starts
+    # right after one of those
+    # characters or anywhere in the run of the class that follows it (a lookbehind such as `(?<=<tool_sep>\\s*)`)
+    after_runs: tuple = ()
+    after_run_sources: tuple = ()  # ((characters source, class source), ...) for the chunk fast path
 
 
 def analyze(pattern: str) -> PatternScan | None:
@@ -340,6 +376,7 @@ def analyze(pattern: str) -> PatternScan | None:
     plain: list = []
     after = _EMPTY
     near: list = []
+    runs: set = set()
     begin = end = dollar = False
     for kind in filters:
         if kind[0] == "first":
@@ -355,6 +392,8 @@ def analyze(pattern: str) -> PatternScan | None:
             after = after | kind[1]
         elif kind[0] == "near":
             near.append(kind[1:])
+        elif kind[0] == "after_run":
+            runs.add((kind[1].source(), kind[2].source()))
         elif kind[0] == "begin":
             begin = True
         elif kind[0] == "end":
@@ -383,6 +422,8 @@ def analyze(pattern: str) -> PatternScan | None:
     for literal, least, most in sorted(set(near)):
         near_sources.append((regex.compile(regex.escape(literal)), len(literal), least, most))
         triggers.append(regex.escape(literal))
+    for chars_source, _ in sorted(runs):
+        triggers.append(chars_source)
     if dollar:
         triggers.append(r"\n")
     return PatternScan(
@@ -396,6 +437,15 @@ def analyze(pattern: str) -> PatternScan | None:
         triggers="|".join(triggers),
         lead_sources=tuple(by_lead),
         reach=max((most for _, _, _, most in near_sources), default=0),
+        after_runs=tuple(
+            (
+                regex.compile(chars_source),
+                regex.compile(f"(?!{run_source}).", regex.DOTALL),
+                regex.compile(f"(?r)(?!{run_source}).", regex.DOTALL),
+            )
+            for chars_source, run_source in sorted(runs)
+        ),
+        after_run_sources=tuple(sorted(runs)),
         twin=None if _risky(parsed) else _twin(original),
         safe=not _risky(parsed),
         completion=_completion(parsed, original),
@@ -550,6 +600,8 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
         sources.append(["plain", scan.plain, None, None, start, None])
     if scan.after is not None:
         sources.append(["after", scan.after, None, None, start, None])
+    for chars, not_run, back in scan.after_runs:
+        sources.append(["after_run", chars, (not_run, back), [], 0, None])
     for literal, size, least, most in scan.near:
         sources.append(["near", literal, (size, least, most), [], max(0, start - most), None])
     fixed: list[int] = []
@@ -702,6 +754,30 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
             found = None  # `regex` reports an empty partial match at the end of the window
         work[0] += (found.start() if found is not None else min(stop + 1, end)) - low
         return found.start() if found is not None else None
+    if kind == "after_run":
+        # right after a character of the set, or inside (or at the end of) the run of the class that follows it
+        not_run, back = lead
+        span = source[3]  # [first, last]: the candidates after the last character of the set found
+        while True:
+            if span and span[1] >= low:
+                at = max(span[0], low)
+                return at if at <= stop else None
+            run_start = _run_start(back, buffer, 0, low) if low > 0 else 0
+            begin = max(source[4], run_start - 1, 0)
+            horizon = min(stop, end)
+            if begin >= horizon:
+                return None
+            found = trigger.search(buffer, begin, horizon)
+            work[0] += (found.start() if found is not None else horizon) - begin
+            if found is None:
+                source[4] = horizon
+                return None
+            first = found.end()
+            beyond = not_run.search(buffer, first)
+            last = beyond.start() if beyond is not None else end
+            work[0] += last - first
+            span[:] = [first, last]
+            source[4] = first
     if kind == "after":
         begin = max(low - 1, 0)
         if begin >= min(stop, end):
@@ -763,6 +839,8 @@ def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
     triggers += [scan.triggers for scan in scans if scan.triggers]
     lead_sources = sorted({source for scan in scans for source in scan.lead_sources})
     after = [scan.after.pattern for scan in scans if scan.after is not None]
+    # a start may follow a character of the set and a run of the class (which may reach the chunk)
+    after += [f"{chars}|(?<=(?:{chars})(?:{run})*)(?:{run})" for scan in scans for chars, run in scan.after_run_sources]
     return FastPath(
         trigger=regex.compile("|".join(triggers)) if triggers else None,
         any_lead=regex.compile("|".join(lead_sources)) if lead_sources else None,
