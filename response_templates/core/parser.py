@@ -570,8 +570,7 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
         if memo is None:
             memo, base = {}, 0
         state = memo.setdefault((key, "guards"), [0, []])
-        track_guards(scan, buffer, state[1], state, base)
-        guards = [where - base for where in state[1]] if base else state[1]
+        guards = track_guards(scan, buffer, state[1], state, base)
     kind, match, at, dead = scan_pattern(
         item.delimiter.regex, scan, buffer, pos, start, eos, limit, _quick(item) if scan.safe else _timer(item), guards
     )

@@ -192,6 +192,29 @@ def _tail_run(sub) -> tuple[Charset, Charset] | None:
     return chars, run
 
 
+def _literal_branch(item) -> list | None:
+    """The literal text each alternative of a branch (or of a group holding only a branch) begins with, when every
+    alternative begins with some; else None."""
+    if item is None:
+        return None
+    op, av = item
+    if op is _C.SUBPATTERN and not (av[1] | av[2]) and len(av[3]) == 1:
+        return _literal_branch(list(av[3])[0])
+    if op is not _C.BRANCH or len(av[1]) > 16:
+        return None
+    texts = []
+    for alternative in av[1]:
+        run = []
+        for next_op, next_av in alternative:
+            if next_op is not _C.LITERAL:
+                break
+            run.append(chr(next_av))
+        if not run:
+            return None
+        texts.append("".join(run))
+    return texts
+
+
 def _starts(items) -> tuple[list, bool]:
     """Where a match of a sequence can start: a list of filters, and whether the sequence can match empty anywhere."""
     items = list(items)
@@ -204,7 +227,11 @@ def _starts(items) -> tuple[list, bool]:
                 if next_op is not _C.LITERAL:
                     break
                 run.append(chr(next_av))
-            out.append(("first", _charset(op, av), None, "".join(run)))
+            following = items[index + len(run)] if index + len(run) < len(items) else None
+            # `<(?:/tool_calls|eos>)` (Python's parser factors the `<` out of `</tool_calls>|<eos>`): search for
+            # each whole literal rather than for the `<`
+            for more in _literal_branch(following) or ("",):
+                out.append(("first", _charset(op, av), None, "".join(run) + more))
             return out, False
         if op in (_C.NOT_LITERAL, _C.ANY, _C.IN):
             out.append(("first", _charset(op, av), None, None))
@@ -347,8 +374,9 @@ class PatternScan:
     guards: object = None
     unguarded: object = None
     relaxed: object = None  # such lookbehinds removed (always true): matches at least wherever the pattern does
-    # ((regex of the characters, regex of a character not in the class, the same searching backwards), ...): starts
-    # right after one of those
+    guard_bodies: tuple = ()  # those lookbehinds' own patterns (what they must match, ending where they are tried)
+    # ((regex of one of the characters and the run of the class after it, a backwards regex of a character not in the
+    # class), ...): starts right after one of those
     # characters or anywhere in the run of the class that follows it (a lookbehind such as `(?<=<tool_sep>\\s*)`)
     after_runs: tuple = ()
     after_run_sources: tuple = ()  # ((characters source, class source), ...) for the chunk fast path
@@ -438,11 +466,7 @@ def analyze(pattern: str) -> PatternScan | None:
         lead_sources=tuple(by_lead),
         reach=max((most for _, _, _, most in near_sources), default=0),
         after_runs=tuple(
-            (
-                regex.compile(chars_source),
-                regex.compile(f"(?!{run_source}).", regex.DOTALL),
-                regex.compile(f"(?r)(?!{run_source}).", regex.DOTALL),
-            )
+            (regex.compile(f"(?:{chars_source})(?:{run_source})*"), regex.compile(f"(?r)(?!{run_source}).", regex.DOTALL))
             for chars_source, run_source in sorted(runs)
         ),
         after_run_sources=tuple(sorted(runs)),
@@ -484,7 +508,7 @@ def _group_end(pattern: str, at: int) -> int | None:
 
 
 def _guards(pattern: str) -> dict:
-    literals, pieces, last = [], [], 0
+    literals, pieces, bodies, last = [], [], [], 0
     for found in _LOOKBEHIND.finditer(pattern):
         start = found.end() - 4
         stop = _group_end(pattern, start)
@@ -504,6 +528,7 @@ def _guards(pattern: str) -> dict:
         if empty or not starts or any(k[0] != "first" or k[2] is not None or not k[3] for k in starts):
             return {}  # an unbounded lookbehind we cannot guard: tries see the whole text
         literals.extend(k[3] for k in starts)
+        bodies.append(pattern[start + 4:stop - 1])
         pieces.append((pattern[last:start], start, stop))
         last = stop
     if not literals:
@@ -515,10 +540,16 @@ def _guards(pattern: str) -> dict:
             unguarded = "".join(p + "(?!)" for p, _, _ in pieces) + tail
             relaxed = "".join(p for p, _, _ in pieces) + tail
             unguarded, relaxed = (_twin(source) or regex.compile(source, regex.DOTALL) for source in (unguarded, relaxed))
+            bodies = tuple(regex.compile(body, regex.DOTALL) for body in bodies)
     except (regex.error, Warning, RecursionError, OverflowError):
         return {}
     ordered = sorted(set(literals), key=lambda literal: (-len(literal), literal))
-    return {"guards": regex.compile("|".join(map(regex.escape, ordered))), "unguarded": unguarded, "relaxed": relaxed}
+    return {
+        "guards": regex.compile("|".join(map(regex.escape, ordered))),
+        "unguarded": unguarded,
+        "relaxed": relaxed,
+        "guard_bodies": bodies,
+    }
 
 
 def _completion(parsed, pattern: str):
@@ -600,8 +631,8 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
         sources.append(["plain", scan.plain, None, None, start, None])
     if scan.after is not None:
         sources.append(["after", scan.after, None, None, start, None])
-    for chars, not_run, back in scan.after_runs:
-        sources.append(["after_run", chars, (not_run, back), [], 0, None])
+    for trigger, back in scan.after_runs:
+        sources.append(["after_run", trigger, back, [], None, None])
     for literal, size, least, most in scan.near:
         sources.append(["near", literal, (size, least, most), [], max(0, start - most), None])
     fixed: list[int] = []
@@ -642,16 +673,17 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
         return kind, match, best, best
 
 
-def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool):
+def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool, end: int | None = None):
     """Try `pattern` at `at`. Returns (kind, match) as `scan_pattern` does, or ("more", None) when `text` is a window
-    that ends before the real text (not `whole`) and the answer may depend on what follows."""
-    end = len(text)
+    that ends before the real text (not `whole`; at `end` when given) and the answer may depend on what follows."""
+    if end is None:
+        end = len(text)
     if eos and whole:
         match = timed(pattern.match, text, at)
         return ("match", match) if match is not None else (None, None)
     # The preferred way through the pattern from here: a complete match, or a partial one (it reaches the end of the
     # text first: more text decides), or none.
-    match = timed(pattern.match, text, at, partial=True)
+    match = timed(pattern.match, text, at, end, partial=True)
     if match is None:
         return None, None
     if match.partial or match.end() == end:
@@ -659,7 +691,7 @@ def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool):
     work[0] += match.end() - at
     if eos:
         return "match", match
-    if timed(pattern.fullmatch, text, at, partial=True) is None:
+    if timed(pattern.fullmatch, text, at, end, partial=True) is None:
         return "match", match  # no way through the pattern reaches the end
     return ("probe", match) if whole else ("more", None)
 
@@ -692,14 +724,24 @@ def _try(pattern, scan, buffer: str, at: int, eos: bool, timed, guards):
         return _decide(pattern, buffer, at, eos, timed, True)
     if not guards:  # no literal of an unbounded lookbehind anywhere yet: those lookbehinds cannot succeed
         return _decide(scan.unguarded, buffer, at, eos, timed, True)
+    # Try on a slice that starts at the first such literal before `at` whose lookbehind text may still reach `at` (or
+    # a little context before `at`), so the lookbehinds do not scan back through the whole text; widen the window
+    # while the answer depends on its end.
     if _decide(scan.relaxed, buffer, at, eos, timed, True)[0] is None:
         return None, None  # not even without those lookbehinds
-    # Try on a slice that starts at the last such literal before `at` (or a little context before `at`), so the
-    # lookbehinds do not scan back through the whole text; widen the window while the answer depends on its end.
-    index = bisect.bisect_right(guards, at) - 1
-    start = max(0, at - 256) if index < 0 else min(max(0, at - 256), guards[index])
+    live = guards.live(scan, buffer, at, eos, timed)
+    if live is None:
+        # No lookbehind text reaches `at`: those lookbehinds fail here and up to the next such literal (and, at the
+        # end of what has come, a try that runs into more text is partial either way).
+        following = guards.following(at)
+        if following is None:
+            return _decide(scan.unguarded, buffer, at, eos, timed, True)
+        kind, match = _decide(scan.unguarded, buffer, at, eos, timed, False, following)
+        if kind != "more":
+            return kind, match
+    start = max(0, at - 256) if live is None else min(max(0, at - 256), live)
     end = len(buffer)
-    width = 4096
+    width = 1024
     while True:
         stop = min(end, at + width)
         whole = stop == end or scan.end or scan.dollar
@@ -711,9 +753,9 @@ def _try(pattern, scan, buffer: str, at: int, eos: bool, timed, guards):
         width *= 4
 
 
-def track_guards(scan, buffer: str, positions: list, state: list, base: int) -> None:
+def track_guards(scan, buffer: str, positions: list, state: list, base: int) -> "Guards":
     """Record (in `positions`, stream positions) where the literals of the unbounded lookbehinds occur, scanning
-    only the text added since the last call (`state` holds how far that was)."""
+    only the text added since the last call (`state` holds how far that was, and what `Guards` learnt)."""
     start = max(0, state[0] - base - 64)
     for found in scan.guards.finditer(buffer, start):
         where = found.start() + base
@@ -721,6 +763,82 @@ def track_guards(scan, buffer: str, positions: list, state: list, base: int) -> 
             positions.append(where)
     work[0] += len(buffer) - start
     state[0] = len(buffer) + base
+    if len(state) < 4:
+        state.extend(({}, [0]))
+    return Guards(positions, state[2], state[3], base)
+
+
+class Guards:
+    """The occurrences of the literals that begin a pattern's unbounded lookbehinds, and how far the text of such a
+    lookbehind that begins at each may reach: a lookbehind tried at `at` can only hold if its text, from one of
+    these occurrences, is a prefix of what it matches up to `at`. Far from every live occurrence (the usual case in
+    a long argument: `<invoke name="f">` is long closed), tries need no more than a little context."""
+
+    __slots__ = ("positions", "reach", "front", "base")
+
+    def __init__(self, positions: list, reach: dict, front: list, base: int):
+        # stream positions; stream position -> (how far, still open at the end of the text checked, that end);
+        # index of the first occurrence not known dead (tries come at increasing positions)
+        self.positions, self.reach, self.front, self.base = positions, reach, front, base
+
+    def __bool__(self) -> bool:
+        return bool(self.positions)
+
+    def following(self, at: int) -> int | None:
+        """The first occurrence after `at` (buffer positions), or None."""
+        index = bisect.bisect_right(self.positions, at + self.base)
+        return self.positions[index] - self.base if index < len(self.positions) else None
+
+    def live(self, scan, buffer: str, at: int, eos: bool, timed) -> int | None:
+        """The first occurrence at or before `at` (buffer position) whose lookbehind text may reach `at`, or None."""
+        positions, base, end = self.positions, self.base, len(buffer)
+        index = self.front[0]
+        while index < len(positions):
+            where = positions[index] - base
+            if where > at:
+                return None
+            known = self.reach.get(positions[index])
+            if known is not None and known[1] and at > known[2] - base and (eos or at - where >= 2 * (known[2] - base - where)):
+                known = None  # open when last checked, and the text has grown enough since: check again
+            if known is None:
+                reach, still_open = _reach(scan.guard_bodies, buffer, max(where, 0), end, timed)
+                known = (reach + base, still_open and not eos, end + base)
+                self.reach[positions[index]] = known
+            if known[1] or known[0] - base >= at:
+                return max(where, 0)
+            index += 1
+            self.front[0] = index  # its lookbehind text ends before `at`: dead for every later try
+        return None
+
+
+def _reach(bodies: tuple, buffer: str, start: int, end: int, timed) -> tuple[int, bool]:
+    """How far the text from `start` may still be the beginning of a match of one of `bodies`, and whether that is
+    the end of the text (more text may go on). Their prefixes are closed under shortening, so doubling a window
+    finds a bound in time linear in the reach; within a short window halving then finds the exact end, past that
+    the bound is kept (a try before it sees the text from `start`: exact, only slower)."""
+
+    def viable(stop: int) -> bool:
+        work[0] += stop - start
+        return any(timed(body.fullmatch, buffer, start, stop, partial=True) is not None for body in bodies)
+
+    low, step = start, 64
+    while True:
+        stop = min(start + step, end)
+        if not viable(stop):
+            high = stop
+            break
+        if stop >= end:
+            return end, True
+        low, step = stop, step * 4
+    if high - low > 4096:
+        return high, False
+    while high - low > 1:
+        middle = (low + high) // 2
+        if viable(middle):
+            low = middle
+        else:
+            high = middle
+    return low, False
 
 
 def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) -> int | None:
@@ -755,29 +873,27 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
         work[0] += (found.start() if found is not None else min(stop + 1, end)) - low
         return found.start() if found is not None else None
     if kind == "after_run":
-        # right after a character of the set, or inside (or at the end of) the run of the class that follows it
-        not_run, back = lead
+        # right after a character of the set, or inside (or at the end of) the run of the class that follows it:
+        # `trigger` finds a character of the set and that run at once
         span = source[3]  # [first, last]: the candidates after the last character of the set found
         while True:
             if span and span[1] >= low:
                 at = max(span[0], low)
                 return at if at <= stop else None
-            run_start = _run_start(back, buffer, 0, low) if low > 0 else 0
-            begin = max(source[4], run_start - 1, 0)
+            begin = source[4]
+            if begin is None:  # a run of the class that ends at `low` may follow a character of the set
+                begin = max(_run_start(lead, buffer, 0, low) - 1, 0) if low > 0 else 0
             horizon = min(stop, end)
             if begin >= horizon:
+                source[4] = begin
                 return None
             found = trigger.search(buffer, begin, horizon)
-            work[0] += (found.start() if found is not None else horizon) - begin
+            work[0] += (found.end() if found is not None else horizon) - begin
             if found is None:
                 source[4] = horizon
                 return None
-            first = found.end()
-            beyond = not_run.search(buffer, first)
-            last = beyond.start() if beyond is not None else end
-            work[0] += last - first
-            span[:] = [first, last]
-            source[4] = first
+            span[:] = [found.start() + 1, found.end()]
+            source[4] = found.start() + 1
     if kind == "after":
         begin = max(low - 1, 0)
         if begin >= min(stop, end):
