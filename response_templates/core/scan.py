@@ -374,7 +374,8 @@ class PatternScan:
     guards: object = None
     unguarded: object = None
     relaxed: object = None  # such lookbehinds removed (always true): matches at least wherever the pattern does
-    guard_bodies: tuple = ()  # those lookbehinds' own patterns (what they must match, ending where they are tried)
+    guard_bodies: tuple = ()
+    free: object = None  # the pattern with every lookbehind removed (matches wherever it does), None without any  # those lookbehinds' own patterns (what they must match, ending where they are tried)
     # ((regex of one of the characters and the run of the class after it, a backwards regex of a character not in the
     # class), ...): starts right after one of those
     # characters or anywhere in the run of the class that follows it (a lookbehind such as `(?<=<tool_sep>\\s*)`)
@@ -470,6 +471,7 @@ def analyze(pattern: str) -> PatternScan | None:
             for chars_source, run_source in sorted(runs)
         ),
         after_run_sources=tuple(sorted(runs)),
+        free=_without_lookbehinds(original),
         twin=None if _risky(parsed) else _twin(original),
         safe=not _risky(parsed),
         completion=_completion(parsed, original),
@@ -505,6 +507,31 @@ def _group_end(pattern: str, at: int) -> int | None:
                 return index + 1
         index += 1
     return None
+
+
+_ANY_LOOKBEHIND = regex.compile(r"(?<!\\)(?:\\\\)*\(\?<[=!]")
+
+
+def _without_lookbehinds(pattern: str):
+    """The pattern with its lookbehinds removed (each becomes an empty group), or None when it has none."""
+    pieces, last = [], 0
+    for found in _ANY_LOOKBEHIND.finditer(pattern):
+        start = found.end() - 4
+        if start < last:
+            continue  # inside a lookbehind already removed
+        stop = _group_end(pattern, start)
+        if stop is None:
+            return None
+        pieces.append(pattern[last:start] + "(?:)")
+        last = stop
+    if not pieces:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return regex.compile("".join(pieces) + pattern[last:], regex.DOTALL)
+    except (regex.error, Warning, RecursionError, OverflowError):
+        return None
 
 
 def _guards(pattern: str) -> dict:
@@ -673,9 +700,10 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
         return kind, match, best, best
 
 
-def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool, end: int | None = None):
+def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool, end: int | None = None, free=None):
     """Try `pattern` at `at`. Returns (kind, match) as `scan_pattern` does, or ("more", None) when `text` is a window
-    that ends before the real text (not `whole`; at `end` when given) and the answer may depend on what follows."""
+    that ends before the real text (not `whole`; at `end` when given) and the answer may depend on what follows.
+    `free` is the pattern without its lookbehinds (scan.PatternScan.free)."""
     if end is None:
         end = len(text)
     if eos and whole:
@@ -686,6 +714,12 @@ def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool, end: int
     match = timed(pattern.match, text, at, end, partial=True)
     if match is None:
         return None, None
+    if match.partial and free is not None and timed(free.fullmatch, text, at, end, partial=True) is None:
+        # `regex` reports a failing lookbehind that holds a repeat (`(?<=/>\s*)`) as a partial match running to the
+        # end of the text; without lookbehinds no way through the pattern even reaches the end: decide as complete
+        match = timed(pattern.match, text, at, end)
+        if match is None:
+            return None, None
     if match.partial or match.end() == end:
         return ("hold", None) if whole else ("more", None)  # at the edge: a repeat or an alternative may still grow
     work[0] += match.end() - at
@@ -721,13 +755,13 @@ class Shifted:
 
 def _try(pattern, scan, buffer: str, at: int, eos: bool, timed, guards):
     if guards is None:
-        return _decide(pattern, buffer, at, eos, timed, True)
+        return _decide(pattern, buffer, at, eos, timed, True, None, scan.free)
     if not guards:  # no literal of an unbounded lookbehind anywhere yet: those lookbehinds cannot succeed
-        return _decide(scan.unguarded, buffer, at, eos, timed, True)
+        return _decide(scan.unguarded, buffer, at, eos, timed, True, None, scan.free)
     # Try on a slice that starts at the first such literal before `at` whose lookbehind text may still reach `at` (or
     # a little context before `at`), so the lookbehinds do not scan back through the whole text; widen the window
     # while the answer depends on its end.
-    if _decide(scan.relaxed, buffer, at, eos, timed, True)[0] is None:
+    if _decide(scan.relaxed, buffer, at, eos, timed, True, None, scan.free)[0] is None:
         return None, None  # not even without those lookbehinds
     live = guards.live(scan, buffer, at, eos, timed)
     if live is None:
@@ -735,8 +769,8 @@ def _try(pattern, scan, buffer: str, at: int, eos: bool, timed, guards):
         # end of what has come, a try that runs into more text is partial either way).
         following = guards.following(at)
         if following is None:
-            return _decide(scan.unguarded, buffer, at, eos, timed, True)
-        kind, match = _decide(scan.unguarded, buffer, at, eos, timed, False, following)
+            return _decide(scan.unguarded, buffer, at, eos, timed, True, None, scan.free)
+        kind, match = _decide(scan.unguarded, buffer, at, eos, timed, False, following, scan.free)
         if kind != "more":
             return kind, match
     start = max(0, at - 256) if live is None else min(max(0, at - 256), live)
@@ -747,7 +781,7 @@ def _try(pattern, scan, buffer: str, at: int, eos: bool, timed, guards):
         whole = stop == end or scan.end or scan.dollar
         stop = end if whole else stop
         work[0] += stop - start
-        kind, match = _decide(pattern, buffer[start:stop], at - start, eos, timed, whole)
+        kind, match = _decide(pattern, buffer[start:stop], at - start, eos, timed, whole, None, scan.free)
         if kind != "more":
             return kind, (Shifted(match, start) if match is not None else None)
         width *= 4
