@@ -832,11 +832,11 @@ class Guards:
             if where > at:
                 return None
             known = self.reach.get(positions[index])
-            if known is not None and known[1] and at > known[2] - base and (eos or at - where >= 2 * (known[2] - base - where)):
-                known = None  # open when last checked, and the text has grown enough since: check again
+            if known is not None and known[1] and known[0] == known[2] and at > known[2] - base and known[2] - base - where < _REACH_LIMIT:
+                known = None  # it reached the end of the text when last checked, which has grown since: check again
             if known is None:
                 reach, still_open = _reach(scan.guard_bodies, buffer, max(where, 0), end, timed)
-                known = (reach + base, still_open and not eos, end + base)
+                known = (reach + base, still_open, end + base)
                 self.reach[positions[index]] = known
             if known[1] or known[0] - base >= at:
                 return max(where, 0)
@@ -845,11 +845,15 @@ class Guards:
         return None
 
 
+# How far `_reach` follows a lookbehind's text: past this it counts as reaching every later try (which then sees the
+# text from where it begins: exact, but each such try costs the distance, as it would in `regex` itself).
+_REACH_LIMIT = 4096
+
+
 def _reach(bodies: tuple, buffer: str, start: int, end: int, timed) -> tuple[int, bool]:
     """How far the text from `start` may still be the beginning of a match of one of `bodies`, and whether that is
-    the end of the text (more text may go on). Their prefixes are closed under shortening, so doubling a window
-    finds a bound in time linear in the reach; within a short window halving then finds the exact end, past that
-    the bound is kept (a try before it sees the text from `start`: exact, only slower)."""
+    open (the end of the text, or past `_REACH_LIMIT`). Their prefixes are closed under shortening: doubling a
+    window then halving it finds the end."""
 
     def viable(stop: int) -> bool:
         work[0] += stop - start
@@ -861,11 +865,9 @@ def _reach(bodies: tuple, buffer: str, start: int, end: int, timed) -> tuple[int
         if not viable(stop):
             high = stop
             break
-        if stop >= end:
-            return end, True
+        if stop >= end or step >= _REACH_LIMIT:
+            return stop, True
         low, step = stop, step * 4
-    if high - low > 4096:
-        return high, False
     while high - low > 1:
         middle = (low + high) // 2
         if viable(middle):
