@@ -15,7 +15,7 @@ import pytest
 
 import response_templates as rt
 from response_templates.core import scan
-from response_templates.core.errors import regex_budget, regex_time_left
+from response_templates.core.errors import grow_regex_budget, regex_budget, regex_time_left
 
 CORPORA = Path(__file__).parent / "data" / "corpora"
 PROSE = (
@@ -168,41 +168,43 @@ def test_parse_response_shares_one_budget(short_limit):
         rt.parse_response(text, template, prefix="")
 
 
-@pytest.mark.parametrize(
-    "pattern, texts",
-    [
-        (r"\s*<tool_call>\s*(?=\{)", ["a  <tool_call> {", "  \n<tool_call>x", "<tool_call>{"]),
-        (r"(?<=\})\s*,\s*(?=\{)", ["{}, {", "} ,x", "a,{"]),
-        (r"(?:(?<=</t>)|(?<=</t>\s))(?=\S)", ["</t>x", "</t> y", "</t>  z"]),
-        (r"\A(?:\s*<think>)?", ["<think>a", "  <think>b", "c"]),
-        (r"end$", ["the end", "end\n", "endless"]),
-        (r"\s*(?:<a>|[ \t]*to=x)", ["b\n  to=x", "c <a>", "to="]),
-        # a lookbehind ending in a run of spaces: starts after the `>` and in the run that follows it only
-        (r"(?:(?<=</p>)|(?<=<sep>\s*))\s*</call>", ["<sep>\n</call>", "<sep>  x </call>", "a </call>", "x</p> </call>", "<sep></call>", "> </call><sep>"]),
-        (r'(?<=<x\s+n="[^"]*"\s*>\s*)', ['<x n="a">  y', "a b > c", '<x n="a" >', '<y n="a">  ']),
-        # nested runs of the same class: `\s*\]?\s*<e>` starts at the spaces before a `]` or a `<`
-        (r"\s*\]?\s*(?:<e>|</e>)", ["a ] <e>", "x  </e>", "] ]<e>", " ]", "a b c"]),
-    ],
-)
-def test_candidate_scan_agrees_with_search(pattern, texts):
-    """The scanner's answer is the `regex` search's answer (the differential tests check this on every template)."""
-    import regex
-
-    compiled = regex.compile(pattern, regex.DOTALL)
-    info = scan.analyze(pattern)
-    assert info is not None
-    for text in texts:
-        for pos in range(len(text) + 1):
-            kind, match, at, _ = scan.scan_pattern(compiled, info, text, pos, pos, True, len(text), lambda op, *a, **k: op(*a, **k))
-            expected = compiled.search(text, pos)
-            if expected is None:
-                assert kind is None, (pattern, text, pos)
-            else:
-                assert kind == "match" and match.span() == expected.span(), (pattern, text, pos)
+HOSTILE_TAGS = {
+    "start_anchor": "S",
+    "fields": {
+        "calls": {
+            "open": "<c>",
+            "close": "</c>",
+            "repeats": True,
+            "content": "xml-inline",
+            # each region's tags take about a third of the limit to read (catastrophic backtracking)
+            "content_args": {"tag_pattern": "<t>(?P<key>(?:a|aa)*)c</t>(?P<value>)"},
+        },
+        "content": {},
+    },
+}
 
 
-def test_patterns_the_analysis_cannot_read_fall_back_to_search():
-    for pattern in [r"(?i)<think>", r"\p{L}+", r"\s*", r"(?:x)?", r"\1(a)"]:
-        assert scan.analyze(pattern) is None
-    template = {"start_anchor": "S", "fields": {"r": {"open_pattern": r"(?i)<THINK>", "close": "</think>"}, "content": {}}}
-    assert rt.parse_response("a<think>b</think>c", template, prefix="") == {"content": "c", "r": "b"}
+@pytest.mark.parametrize("streamed", [False, True])
+def test_xml_inline_tag_patterns_draw_on_the_same_budget(short_limit, streamed):
+    """The tag_pattern searches of the regions a call closes share its budget with the delimiter searches: forty
+    regions that each stay under the limit add up to many times it, and raise (they used to get the whole limit
+    each)."""
+    text = "<c><t>" + "a" * 28 + "</t></c>"
+    text = text * 40
+    with pytest.raises(rt.RegexTimeoutError) as info:
+        if streamed:
+            rt.ResponseParser(HOSTILE_TAGS, prefix="").feed(text)
+        else:
+            rt.parse_response(text, HOSTILE_TAGS, prefix="")
+    message = str(info.value)
+    assert "tag_pattern" in message and "'calls'" in message and "RESPONSE_TEMPLATES_REGEX_TIMEOUT" in message
+
+
+def test_a_region_closed_by_a_small_chunk_brings_its_share_of_the_budget(short_limit):
+    """A long region closed by a small last chunk: the content parser reads the whole region, so the budget of that
+    feed grows by the region's share (the limit per million characters)."""
+    with regex_budget(10):
+        assert regex_time_left() <= short_limit
+        grow_regex_budget(5_000_000)
+        assert regex_time_left() > 4 * short_limit
+    assert regex_time_left() == short_limit
