@@ -208,3 +208,48 @@ def test_a_region_closed_by_a_small_chunk_brings_its_share_of_the_budget(short_l
         grow_regex_budget(5_000_000)
         assert regex_time_left() > 4 * short_limit
     assert regex_time_left() == short_limit
+
+
+@pytest.mark.parametrize(
+    "pattern, texts",
+    [
+        (r"\s*<tool_call>\s*(?=\{)", ["a  <tool_call> {", "  \n<tool_call>x", "<tool_call>{"]),
+        (r"(?<=\})\s*,\s*(?=\{)", ["{}, {", "} ,x", "a,{"]),
+        (r"(?:(?<=</t>)|(?<=</t>\s))(?=\S)", ["</t>x", "</t> y", "</t>  z"]),
+        (r"\A(?:\s*<think>)?", ["<think>a", "  <think>b", "c"]),
+        (r"end$", ["the end", "end\n", "endless"]),
+        (r"\s*(?:<a>|[ \t]*to=x)", ["b\n  to=x", "c <a>", "to="]),
+        # a lookbehind ending in a run of spaces: starts after the `>` and in the run that follows it only
+        (r"(?:(?<=</p>)|(?<=<sep>\s*))\s*</call>", ["<sep>\n</call>", "<sep>  x </call>", "a </call>", "x</p> </call>", "<sep></call>", "> </call><sep>"]),
+        (r'(?<=<x\s+n="[^"]*"\s*>\s*)', ['<x n="a">  y', "a b > c", '<x n="a" >', '<y n="a">  ']),
+        # nested runs of the same class: `\s*\]?\s*<e>` starts at the spaces before a `]` or a `<`
+        (r"\s*\]?\s*(?:<e>|</e>)", ["a ] <e>", "x  </e>", "] ]<e>", " ]", "a b c"]),
+        # lookbehinds after a leading run: at the start of the run before where they hold
+        (
+            r"\s*(?:<a>|(?:(?<![\s\S])|(?<=\n)|(?<=<c>))[ \t]*call:)",
+            ["call:x", "  call:", "a \n call:", "a<c> call:", "a<c>\ncall:", "x call:", "a\n\n <a>", " \nx"],
+        ),
+    ],
+)
+def test_candidate_scan_agrees_with_search(pattern, texts):
+    """The scanner's answer is the `regex` search's answer (the differential tests check this on every template)."""
+    import regex
+
+    compiled = regex.compile(pattern, regex.DOTALL)
+    info = scan.analyze(pattern)
+    assert info is not None
+    for text in texts:
+        for pos in range(len(text) + 1):
+            kind, match, at, _ = scan.scan_pattern(compiled, info, text, pos, pos, True, len(text), lambda op, *a, **k: op(*a, **k))
+            expected = compiled.search(text, pos)
+            if expected is None:
+                assert kind is None, (pattern, text, pos)
+            else:
+                assert kind == "match" and match.span() == expected.span(), (pattern, text, pos)
+
+
+def test_patterns_the_analysis_cannot_read_fall_back_to_search():
+    for pattern in [r"(?i)<think>", r"\p{L}+", r"\s*", r"(?:x)?", r"\1(a)"]:
+        assert scan.analyze(pattern) is None
+    template = {"start_anchor": "S", "fields": {"r": {"open_pattern": r"(?i)<THINK>", "close": "</think>"}, "content": {}}}
+    assert rt.parse_response("a<think>b</think>c", template, prefix="") == {"content": "c", "r": "b"}

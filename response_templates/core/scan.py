@@ -259,6 +259,11 @@ def _starts(items) -> tuple[list, bool]:
                     elif kind[0] == "end":
                         out.append(("first", _EMPTY, lead, None))
                         out.append(kind)
+                    elif kind[0] == "near" and len(kind) == 4:
+                        # `\\s*(?<=\\n)x`: at the start of the run of the class that ends where the lookbehind holds
+                        out.append((*kind, lead))
+                    elif kind[0] == "begin":
+                        out.append(kind)  # `\\s*(?<![\\s\\S])`: the run is empty, at the start
                     else:
                         raise _Unknown
                 return out, False
@@ -353,7 +358,9 @@ class PatternScan:
     leads: tuple  # ((trigger regex or None, lead class regex, reverse run regex), ...): `first` filters with a lead
     plain: object  # trigger regex of `first` filters without a lead, or None
     after: object  # regex of the characters an `after` start follows, or None
-    near: tuple  # ((literal regex, its length, least, most), ...): starts `least`..`most` after the literal's start
+    # ((literal regex, its length, least, most, backwards regex of a character not in a lead class or None), ...):
+    # starts `least`..`most` after the literal's start (or at the start of the run of the lead class before that)
+    near: tuple
     begin: bool
     end: bool  # a branch can match at the end of the text (candidate there at the end of the stream)
     dollar: bool  # `$` may match before a final newline
@@ -420,7 +427,9 @@ def analyze(pattern: str) -> PatternScan | None:
         elif kind[0] == "after":
             after = after | kind[1]
         elif kind[0] == "near":
-            near.append(kind[1:])
+            near.append((*kind[1:4], kind[4].source() if len(kind) > 4 else None))
+            if len(kind) > 4:
+                by_lead.setdefault(kind[4].source(), [])  # a run of it at the end may still become a match
         elif kind[0] == "after_run":
             runs.add((kind[1].source(), kind[2].source()))
         elif kind[0] == "begin":
@@ -448,8 +457,9 @@ def analyze(pattern: str) -> PatternScan | None:
     if after.source():
         triggers.append(after.source())
     near_sources = []
-    for literal, least, most in sorted(set(near)):
-        near_sources.append((regex.compile(regex.escape(literal)), len(literal), least, most))
+    for literal, least, most, lead_source in sorted(set(near), key=repr):
+        back = regex.compile(f"(?r)(?!{lead_source}).", regex.DOTALL) if lead_source else None
+        near_sources.append((regex.compile(regex.escape(literal)), len(literal), least, most, back))
         triggers.append(regex.escape(literal))
     for chars_source, _ in sorted(runs):
         triggers.append(chars_source)
@@ -465,7 +475,7 @@ def analyze(pattern: str) -> PatternScan | None:
         dollar=dollar,
         triggers="|".join(triggers),
         lead_sources=tuple(by_lead),
-        reach=max((most for _, _, _, most in near_sources), default=0),
+        reach=max((most for _, _, _, most, _ in near_sources), default=0),
         after_runs=tuple(
             (regex.compile(f"(?:{chars_source})(?:{run_source})*"), regex.compile(f"(?r)(?!{run_source}).", regex.DOTALL))
             for chars_source, run_source in sorted(runs)
@@ -660,8 +670,8 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
         sources.append(["after", scan.after, None, None, start, None])
     for trigger, back in scan.after_runs:
         sources.append(["after_run", trigger, back, [], None, None])
-    for literal, size, least, most in scan.near:
-        sources.append(["near", literal, (size, least, most), [], max(0, start - most), None])
+    for literal, size, least, most, back in scan.near:
+        sources.append(["near", literal, (size, least, most, back), [], max(0, start - most), None])
     fixed: list[int] = []
     if scan.begin and start == 0:
         fixed.append(0)
@@ -881,13 +891,19 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
     """The next candidate of one source at or after `low` (None when none up to `stop`)."""
     kind, trigger, lead, back = source[0], source[1], source[2], source[3]
     if kind == "near":
-        size, least, most = lead
+        size, least, most, run_back = lead
         pending = back
         while True:
             while pending and pending[0] < low:
                 pending.pop(0)
             if pending:
-                return pending[0]
+                if run_back is None:
+                    return pending[0]
+                cand = _run_start(run_back, buffer, pos, pending[0])  # a run of the lead class before it
+                if cand >= low:
+                    return cand
+                pending.pop(0)  # its run starts at a position already examined
+                continue
             anchor_from = max(source[4], low - most)
             horizon = min(end, stop - least + size)
             if anchor_from >= horizon:
@@ -999,5 +1015,5 @@ def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
         leads=tuple(regex.compile(f"(?r)(?!{source}).", regex.DOTALL) for source in lead_sources),
         after=regex.compile("|".join(after)) if after else None,
         begin=any(scan.begin for scan in scans),
-        reach=max((most + size for scan in scans for _, size, _, most in scan.near), default=0),
+        reach=max((most + size for scan in scans for _, size, _, most, _ in scan.near), default=0),
     )
