@@ -253,3 +253,39 @@ def test_patterns_the_analysis_cannot_read_fall_back_to_search():
         assert scan.analyze(pattern) is None
     template = {"start_anchor": "S", "fields": {"r": {"open_pattern": r"(?i)<THINK>", "close": "</think>"}, "content": {}}}
     assert rt.parse_response("a<think>b</think>c", template, prefix="") == {"content": "c", "r": "b"}
+
+
+BLOCK_TEMPLATE = {
+    "start_anchor": "S",
+    "fields": {
+        # a call opens after `}` and a comma, but only inside an open <b> block (the apriel / nemotron / olmo3 idiom)
+        "x": {"open_pattern": r"<b>|(?<=\})\s*,\s*(?=\{)(?<=<b>(?:(?!</b>)[\s\S])*)", "close_pattern": r"(?<=\})", "repeats": True},
+        "content": {},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a<b>{1}, {2} c", "a<b>{1}</b>, {2} c", "<b>{1}, </b>{2}, {3}", "{1}, <b>{2}, {3}</b>, {4}", "<b>{1}" + " y" * 3000 + "}, {2}"],
+)
+def test_block_lookbehinds_match_transformers(text):
+    """A block lookbehind is decided by one forward pass over the block (then the pattern without it is tried):
+    same messages as transformers' parser, one-shot and streamed a character at a time."""
+    from oracle import reference_module
+
+    reference = reference_module()
+    expected = reference.parse_response(text, BLOCK_TEMPLATE, prefix="")
+    assert rt.parse_response(text, BLOCK_TEMPLATE, prefix="") == expected
+    assert feed_all(BLOCK_TEMPLATE, "", list(text)) == expected
+
+
+def test_block_lookbehind_work_does_not_grow_with_the_block(generous_limit):
+    """Each try of the block lookbehind used to scan back to the block's start: the work of a stream with a long
+    block and many candidate places after it is linear in its length."""
+    def work(size):
+        text = "<b>{" + "y " * size + "}" + ", {1}" * (size // 100) + "</b>"
+        return work_of(lambda: feed_all(BLOCK_TEMPLATE, "", [text[i:i + 64] for i in range(0, len(text), 64)]))
+
+    small, large = work(20_000), work(80_000)
+    assert large <= 4 * small * 1.5 + 10_000, (small, large)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import regex
 
-from .errors import regex_time_left
+from .errors import grow_regex_budget, regex_time_left
 
 try:  # Python 3.11+
     from re import _constants as sre_constants
@@ -382,6 +382,7 @@ class PatternScan:
     unguarded: object = None
     relaxed: object = None  # such lookbehinds removed (always true): matches at least wherever the pattern does
     guard_bodies: tuple = ()
+    guard_block: object = None  # (literal length, repeat regex) when the only such lookbehind is a block (_block_form)
     free: object = None  # the pattern with every lookbehind removed (matches wherever it does), None without any  # those lookbehinds' own patterns (what they must match, ending where they are tried)
     # ((regex of one of the characters and the run of the class after it, a backwards regex of a character not in the
     # class), ...): starts right after one of those
@@ -586,7 +587,33 @@ def _guards(pattern: str) -> dict:
         "unguarded": unguarded,
         "relaxed": relaxed,
         "guard_bodies": bodies,
+        "guard_block": _block_form(bodies[0].pattern) if len(bodies) == 1 else None,
     }
+
+
+def _block_form(body: str):
+    """For a lookbehind of the "inside an open block" form, literal text then a repeat of one character at a time
+    (`<tool_calls>(?:(?!</tool_calls>)[\\s\\S])*`): (the literal's length, the repeat compiled). It holds exactly
+    from the end of the literal up to where the repeat first fails, so one forward pass tells where."""
+    split = body.find("(")
+    if split <= 0:
+        return None
+    head, rest = body[:split], body[split:]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            literal = list(sre_parse.parse(head, re.DOTALL))
+            repeat = list(sre_parse.parse(_NAMED.sub(lambda m: m.group(1) + "(", rest), re.DOTALL))
+            if not literal or any(op is not _C.LITERAL for op, _ in literal) or len(repeat) != 1:
+                return None
+            op, av = repeat[0]
+            if op not in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE) or av[0] != 0 or av[1] is not _MAXREPEAT:
+                return None
+            if av[2].getwidth() != (1, 1):
+                return None
+            return len(literal), regex.compile(f"(?:{rest[:-1] if rest.endswith('?') else rest})", regex.DOTALL)
+    except Exception:
+        return None
 
 
 def _completion(parsed, pattern: str):
@@ -773,7 +800,16 @@ def _try(pattern, scan, buffer: str, at: int, eos: bool, timed, guards):
     # while the answer depends on its end.
     if _decide(scan.relaxed, buffer, at, eos, timed, True, None, scan.free)[0] is None:
         return None, None  # not even without those lookbehinds
-    live = guards.live(scan, buffer, at, eos, timed)
+    if scan.guard_block is not None:
+        live, sure = guards.live_block(scan, buffer, at, timed)
+        if live is not None and sure >= at:
+            # the lookbehind surely holds from `at` to `sure`: there the pattern is the pattern without it
+            whole = sure >= len(buffer)
+            kind, match = _decide(scan.relaxed, buffer, at, eos, timed, whole, None if whole else sure, scan.free)
+            if kind != "more":
+                return kind, match
+    else:
+        live = guards.live(scan, buffer, at, eos, timed)
     if live is None:
         # No lookbehind text reaches `at`: those lookbehinds fail here and up to the next such literal (and, at the
         # end of what has come, a try that runs into more text is partial either way).
@@ -833,6 +869,39 @@ class Guards:
         index = bisect.bisect_right(self.positions, at + self.base)
         return self.positions[index] - self.base if index < len(self.positions) else None
 
+    def live_block(self, scan, buffer: str, at: int, timed) -> tuple[int | None, int]:
+        """For a block lookbehind (scan.guard_block): the first occurrence at or before `at` whose block may still be
+        open at `at`, and up to where the lookbehind surely holds (before `at` when that is not known), or None. The
+        block's repeat is followed forward once, as far as tries need it, with the call's budget grown by that text
+        (checked again a margin back, for lookaheads near where the last pass stopped)."""
+        size, repeat = scan.guard_block
+        positions, base, end = self.positions, self.base, len(buffer)
+        index = self.front[0]
+        while index < len(positions):
+            where = positions[index] - base
+            if where > at:
+                return None, -1
+            known = self.reach.get(positions[index])
+            if known is None:
+                known = self.reach[positions[index]] = [where + size + base, False]
+            reached = known[0] - base
+            if not known[1] and reached < min(at + 2 * _MARGIN, end):
+                begin = max(where + size, reached - _MARGIN)
+                target = min(end, max(at + 2 * _MARGIN + 4096, where + 2 * (at - where)))
+                grow_regex_budget(target - begin)
+                work[0] += target - begin
+                stop = timed(repeat.match, buffer, begin, target).end()
+                known[0], known[1] = stop + base, stop < target
+                reached = stop
+            if known[1] and reached < at:
+                index += 1
+                self.front[0] = index  # its block ended before `at`: dead for every later try
+                continue
+            if at < where + size:
+                return where, -1
+            return where, reached if known[1] or reached >= end else reached - _MARGIN
+        return None, -1
+
     def live(self, scan, buffer: str, at: int, eos: bool, timed) -> int | None:
         """The first occurrence at or before `at` (buffer position) whose lookbehind text may reach `at`, or None."""
         positions, base, end = self.positions, self.base, len(buffer)
@@ -855,6 +924,8 @@ class Guards:
         return None
 
 
+# How far ahead of a try a block lookbehind's repeat is followed (and checked again), for lookaheads in it.
+_MARGIN = 256
 # How far `_reach` follows a lookbehind's text: past this it counts as reaching every later try (which then sees the
 # text from where it begins: exact, but each such try costs the distance, as it would in `regex` itself).
 _REACH_LIMIT = 4096
