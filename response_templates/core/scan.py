@@ -890,7 +890,14 @@ class Guards:
                 target = min(end, max(at + 2 * _MARGIN + 4096, where + 2 * (at - where)))
                 grow_regex_budget(target - begin)
                 work[0] += target - begin
-                stop = timed(repeat.match, buffer, begin, target).end()
+                # by windows: `regex` keeps state for every repetition and runs out of memory over megabytes
+                step = begin
+                while True:
+                    upto = min(target, step + 65536)
+                    stop = timed(repeat.match, buffer, step, upto).end()
+                    if upto >= target or stop < upto - _MARGIN:
+                        break
+                    step = max(step + 1, stop - _MARGIN)  # a margin again: lookaheads near a window's end
                 known[0], known[1] = stop + base, stop < target
                 reached = stop
             if known[1] and reached < at:
