@@ -126,9 +126,12 @@ class _Renderer:
         self.arguments = "dict"
         self.synthesis: dict | None = None  # verify's reasoning_synthesis, for turns rendered without reasoning
         self.with_reasoning = False  # every probed assistant message carries reasoning
+        self.reasoning_key = None  # the message key the chat template reads reasoning from, when not reasoning_content
 
     def _message(self, message: dict) -> dict:
         message = copy.deepcopy(message)
+        if self.reasoning_key and message.get("reasoning_content") is not None:
+            message[self.reasoning_key] = message.pop("reasoning_content")
         if self.arguments == "json_string":
             for call in message.get("tool_calls") or []:
                 call["function"]["arguments"] = json.dumps(call["function"]["arguments"], ensure_ascii=False)
@@ -241,6 +244,7 @@ class _Reasoning:
     prefilled: bool = False  # the generation prompt opens the reasoning block
     always: bool = False  # ... in every turn (no thinking switch)
     conventional: bool = False  # not from the chat template: the common <think> convention
+    also: list = field(default_factory=list)  # conventional (open, close) pairs accepted besides the template's
 
 
 @dataclass
@@ -265,8 +269,32 @@ def _assistant(content: str, reasoning: bool, **extra) -> dict:
     return message
 
 
+# Message keys chat templates read reasoning from besides reasoning_content.
+_REASONING_KEYS = ("reasoning", "thinking")
+
+
+def _reasoning_key(r: _Renderer, reasons: list[str]) -> None:
+    """Use another message key for reasoning when the chat template ignores reasoning_content but reads that one."""
+    def shows(key):
+        r.reasoning_key = key
+        try:
+            text = r.render([_user(), _assistant(_CONTENT, True)], False, False)
+        except Exception:
+            return False
+        return _REASONING in text[text.rfind(_USER):]
+
+    if shows(None):
+        return
+    for key in _REASONING_KEYS:
+        if shows(key):
+            reasons.append(f"reasoning: the chat template reads it from message[{key!r}], not reasoning_content")
+            return
+    r.reasoning_key = None
+
+
 def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
     """Reasoning markers, from a turn rendered with reasoning and content."""
+    _reasoning_key(r, reasons)
     try:
         prompt, generation = r.turn([_user()], _assistant(_CONTENT, True))
     except InferenceError:
@@ -319,9 +347,33 @@ _KNOWN_REASONING = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<seed:th
                     ("<|START_THINKING|>", "<|END_THINKING|>"), ("<|channel>thought", "<channel|>"))
 
 
+def _conventional_reasoning(turn: _Turn, reasoning: _Reasoning | None, reasons: list[str]) -> None:
+    """Conventional think blocks read as reasoning besides the chat template's own markers.
+
+    Models of one lineage keep writing the common block whatever a given chat template shows: <think> ...
+    </think>, and in chat templates whose special tokens are written [LIKE_THIS], [THINK] ... [/THINK]. Only that
+    exact markup is affected; it is not verified (the chat template does not write it)."""
+    if reasoning is None:
+        return
+    pairs = [("<think>", "</think>")]
+    if any(re.search(r"\[/?[A-Z_]+\]", text) for text in (*turn.anchors, turn.end)):
+        pairs.append(("[THINK]", "[/THINK]"))
+    for pair in pairs:
+        if pair[0] != reasoning.open and pair[1] != reasoning.close:
+            reasoning.also.append(pair)
+    if reasoning.also:
+        shown = ", ".join(f"{a} ... {b}" for a, b in reasoning.also)
+        reasons.append(f"reasoning: {shown} also read as reasoning by convention (not verified)")
+
+
 def _reasoning_from_source(source: str) -> _Reasoning | None:
     for opener, closer in _KNOWN_REASONING:
         if opener in source and closer in source:
+            return _Reasoning(open=opener, close=closer)
+    for opener, closer in _KNOWN_REASONING:
+        # Only the closing marker: the chat template cuts reasoning out of earlier turns at it
+        # (content.split('</think>')), so the model writes that block.
+        if closer in source:
             return _Reasoning(open=opener, close=closer)
     return None
 
@@ -380,6 +432,13 @@ def _find_turn(r: _Renderer, reasoning: _Reasoning | None, reasons: list[str]) -
                 continue
             gp = prompt[prompt.rindex(last) + len(last):]
             gp = gp[_TOKEN.search(gp).start():] if _TOKEN.search(gp) else gp
+        elif reasoning is not None and gp.strip() == reasoning.open:
+            # The generation prompt only opens the reasoning (no assistant header after a tool turn): the turn
+            # starts after the last marker before it.
+            head = prompt[: len(prompt) - len(gp)]
+            tokens = list(_TOKEN.finditer(head))
+            if tokens and not head[tokens[-1].end():].strip():
+                gp = head[tokens[-1].start():] + gp
         anchors.append(gp)
     if not anchors:
         raise InferenceError("could not find where the assistant turn starts (no generation prompt, no turn markup)")
@@ -465,6 +524,29 @@ def _optional_anchor_suffix(r: _Renderer, turn: _Turn, reasoning: _Reasoning | N
         return
     if gp.startswith(turn.anchor) and gp[len(turn.anchor):].strip() == reasoning.close:
         turn.anchor_suffix = gp[len(turn.anchor):]
+
+
+def _dropped_prefill(r: _Renderer, kwargs: dict, reasons: list[str]) -> None:
+    """With thinking off, some generation prompts write an empty reasoning block that the rendered turn drops
+    (<|channel>thought\n<channel|>): verify then reads the turn after that prefill."""
+    other = _Renderer(r.source, dict(r.kwargs, **kwargs))
+    other.tools_always = r.tools_always
+    try:
+        prompt = other.render([_user()], False, True)
+        full = other.render([_user(), _assistant(_CONTENT, False)], False, False)
+    except Exception:
+        return
+    if full.startswith(prompt):
+        return
+    at = _common_prefix_len(prompt, full)
+    for token in _TOKEN.finditer(prompt):
+        if token.start() < at < token.end():
+            at = token.start()  # back to the start of a marker the two renderings share only in part
+    prefill = prompt[at:]
+    if prefill.strip() and _TOKEN.match(prefill.strip()) and _CONTENT in full[at:]:
+        r.synthesis = {"prefill": prefill, "close": ""}
+        reasons.append(f"with thinking off the generation prompt writes {prefill!r}, which the rendered turn drops: "
+                       "the turn is verified as written after it")
 
 
 def _tail_token(text: str) -> str:
@@ -600,6 +682,12 @@ def _infer_calls(r: _Renderer, turn: _Turn, reasons: list[str]) -> _Calls | None
     match = re.search(r"\[\s*" + re.escape(name) + r"\(", one)
     if match:
         return _python_calls(one, match.start())
+    # 3b. Python calls one per line in a block, without list brackets.
+    match = re.search(r"(?m)^[ \t]*" + re.escape(name) + r"\(\s*[A-Za-z_]\w*\s*=", one)
+    if match and two is not None and re.search(r"(?m)^[ \t]*" + re.escape(_CALL_B[0]) + r"\(", two):
+        calls = _python_lines(one, two, match.start(), reasons)
+        if calls is not None:
+            return calls
     # 4. XML-style parameters: the keys and values appear as text.
     if name in one and all(k in one for k in arguments) and "Paris" in one:
         return _xml_calls(r, turn, one, two, reasons)
@@ -693,8 +781,19 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
     calls = _Calls(kind="json_object")
     head = _optional(block_open) + _esc(call_open.strip())
     lead = r"\{\s*" + re.escape(json.dumps(name_key)) + r"\s*:" if not call_open.strip() else ""
+    if lead and not block_open.strip() and list(json.loads(one[start:end]))[:2] == [name_key, args_key]:
+        # No markup at all: the object opens a call only when it starts as the chat template writes a call (the
+        # name, then the arguments key), so a JSON answer with a "name" key stays content.
+        lead += r'\s*"(?:[^"\\]|\\.)*"\s*,\s*' + re.escape(json.dumps(args_key)) + r"\s*:"
     if call_open.strip():
         calls.open = r"\s*" + head + r"\s*(?:```(?:json)?\s*)?(?=\{)"
+    elif block_open.strip() and block_close.strip():
+        # Calls listed inside a block with no markup of their own: the block's opener opens the first; the next
+        # objects open calls only after a block was opened (a JSON object in plain text is not a call; the block's
+        # closing markup may also be written inside an argument, so it is not looked for).
+        inside = _esc(block_open.strip()) + r"[\s\S]*"
+        calls.open = (r"\s*" + _esc(block_open.strip()) + r"\s*(?=" + lead + r")|(?<=\}\s*)\s*(?=" + lead + ")(?<="
+                      + inside + ")")
     else:  # no per-call markup: the object itself, starting with its name key, opens a call
         calls.open = r"\s*" + head + r"(?=" + lead + ")"
     guard = r"(?<=\})"
@@ -712,19 +811,30 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
         calls.close += "|" + guard + r"(?=[ \t]*\n[ \t]*\n)"
         if block_close.strip():
             # Calls listed inside a block: one ends at the block's end or where the next object starts.
-            calls.close = guard + r"\s*(?:" + _esc(block_close.strip()) + r"|(?=\{))"
+            calls.close = guard + r"\s*" + _esc(block_close.strip()) + "|" + guard + r"(?=\s*\{)"
+        elif second is not None and not call_open.strip() and two[second[0]:second[1]]:
+            # Bare objects one after the other: a call also ends at the separator the chat template writes
+            # between two (",", a line break) when the next call's object follows.
+            separator = two[second[0]:second[1]]
+            shape = (r"\{\s*" + re.escape(json.dumps(name_key)) + r'\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*'
+                     + re.escape(json.dumps(args_key)) + r"\s*:")  # a whole call's start, not a nested object
+            calls.close += "|" + guard + r"\s*" + _esc(separator.strip()) + r"\s*(?=" + shape + ")"
+            calls.literal["separator"] = separator
     if call_open.strip():
         calls.partial_open = _optional(block_open) + _esc(call_open.strip()) + r"\s*(?:```(?:json)?\s*)?"
     calls.transform = {"type": "function", "function": "{content}"} if keys == ("name", "arguments") else {
         "type": "function", "function": {"name": "{content.%s}" % name_key, "arguments": "{content.%s}" % args_key}}
-    calls.literal = {"block_open": block_open, "call_open": call_open, "call_close": call_close,
-                     "block_close": block_close, "arguments": f"JSON object with keys {name_key!r}/{args_key!r}"}
+    calls.literal.update({"block_open": block_open, "call_open": call_open, "call_close": call_close,
+                          "block_close": block_close, "arguments": f"JSON object with keys {name_key!r}/{args_key!r}"})
     return calls
 
 
 def _json_array_calls(one, start, end, keys) -> _Calls:
     name_key, args_key = keys
     before, after = one[:start], one[end:]
+    if before.strip() and after.strip():
+        first = list(json.loads(one[start:end])[0])
+        return _json_list_in_block(before, after, keys, first[:2])
     calls = _Calls(kind="json_array", content="json", repeats=False, transform_each=True)
     calls.open = r"\s*" + _esc(before.strip()) + r"\s*(?=\[)" if before.strip() else r"\s*(?=\[\s*\{)"
     # Without closing markup only the end ends the list: a ']' may end a nested value.
@@ -742,6 +852,30 @@ def _json_array_calls(one, start, end, keys) -> _Calls:
     return calls
 
 
+def _json_list_in_block(before: str, after: str, keys: tuple[str, str], leading: list) -> _Calls:
+    """A JSON list of call objects between block markers (<TOOLCALL>[{...}, {...}]</TOOLCALL>): each object is a
+    call of its own, so the model may write several blocks, a bare object without the list's brackets, or stop
+    in the middle of the list and keep the calls it completed."""
+    name_key, args_key = keys
+    block_open, block_close = _esc(before.strip()), _esc(after.strip())
+    # Where the next call's object starts (not a nested object): its first key as the chat template writes it,
+    # and the arguments key after the name when the name comes first.
+    shape = r"\{\s*" + re.escape(json.dumps(leading[0])) + r"\s*:"
+    if leading == [name_key, args_key]:
+        shape += r'\s*"(?:[^"\\]|\\.)*"\s*,\s*' + re.escape(json.dumps(args_key)) + r"\s*:"
+    calls = _Calls(kind="json_array", content="json", repeats=True)
+    inside = block_open + "(?:(?!" + block_close + r")[\s\S])*"
+    calls.open = (r"\s*" + block_open + r"\s*\[?\s*(?=\{)|(?<=\})\s*,\s*(?=" + shape + ")(?<=" + inside + ")")
+    calls.close = r"(?<=\})\s*\]?\s*" + block_close + r"|(?<=\})(?=\s*,\s*" + shape + ")"
+    calls.end_guard = r"(?<=\})\s*\]?"
+    calls.partial_open = block_open + r"\s*\[?\s*"
+    calls.transform = {"type": "function", "function": "{content}"} if keys == ("name", "arguments") else {
+        "type": "function", "function": {"name": "{content.%s}" % name_key, "arguments": "{content.%s}" % args_key}}
+    calls.literal = {"block_open": before, "block_close": after,
+                     "arguments": f"JSON list of objects with keys {name_key!r}/{args_key!r}, one call per object"}
+    return calls
+
+
 def _generalise(text: str) -> str:
     """A regex for a call header: indices and call ids vary from call to call, and models often leave the
     id out (with the marker that introduces it: [CALL_ID]abc123def)."""
@@ -754,6 +888,24 @@ def _generalise(text: str) -> str:
                 return _generalise(head) + "(?:" + re.escape(marker) + r"[^\s<>\[\]{}]*)?" + _generalise(after)
             return _generalise(before) + r"[^\s<>\[\]{}]*" + _generalise(after)
     return re.sub(r"(?<!\\)\d+", r"\\d+", _esc_loose(text))
+
+
+def _opener_regex(opener: str) -> str:
+    """A regex for a reasoning opener. An opener made of a special token and a label (<|channel>thought) is also
+    accepted without the label, and with the token repeated (models stutter on it)."""
+    match = _TOKEN.match(opener)
+    if match and match.end() < len(opener) and re.fullmatch(r"\w+", opener[match.end():]):
+        token = re.escape(match.group(0))
+        return "(?:" + token + r"\s*)*" + token + "(?:" + re.escape(opener[match.end():]) + ")?"
+    return re.escape(opener)
+
+
+def _token_style(token: str) -> str:
+    """A regex for any special token written like `token` ([ARGS] -> [NAME], <|x|> -> <|name|>)."""
+    for head, tail in (("<|", "|>"), ("<｜", "｜>"), ("[", "]"), ("<", ">")):
+        if token.startswith(head) and token.endswith(tail):
+            return re.escape(head) + r"/?[A-Za-z_][^\s<>\[\]{}|｜]*" + re.escape(tail)
+    return re.escape(token)
 
 
 def _esc_loose(text: str) -> str:
@@ -788,12 +940,39 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
     if not call_head.strip() and not block_open.strip():
         raise InferenceError("tool calls: a name followed by JSON arguments with no marker before it")
     calls = _Calls(kind="name_json")
-    calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>[^\s<>\"'{}]+?)"
-                  + _generalise(tail).replace("```json", "```(?:json)?") + r"(?=\s*[\[{])")
+    name_chars, header_tail = r"[^\s<>\"'{}]+?", _generalise(tail).replace("```json", "```(?:json)?")
+    marker = _TOKEN.match(tail)
+    if marker:
+        # The name is followed by special-token markup ([ARGS]): the name stops before it, other markers of the
+        # same kind with their values may come first (a call id the chat template does not write), and the markup
+        # may be missing altogether (output decoded without it), since the arguments' '{' ends the name anyway.
+        name_chars = r"[^\s<>\"'{}" + re.escape(marker.group(0)[0]) + "]+?"
+        style = _token_style(marker.group(0))
+        header_tail = "(?:(?:\\s*" + style + r"[^\s<>\[\]{}|]*)*?" + header_tail + ")?"
+    head_pattern = _generalise(call_head.strip())
+    lead = _TOKEN.match(call_head.strip())
+    bare = call_head.strip()[lead.end():] if lead else ""
+    if bare.strip() and not _TOKEN.search(bare):
+        # After the opening special token, which alone commits the model to a call, a stray punctuation mark
+        # before the header word (<|tool_call>:call:) is tolerated.
+        head_pattern = (_generalise(call_head.strip()[: lead.end()]) + r"\s*(?:[:;,.]\s*)?"
+                        + _generalise(bare.strip()))
+    if bare.strip() and not _TOKEN.search(bare) and not block_open.strip() and not tail.strip():
+        # The call header is a special token and a word (<|tool_call>call:name{...}): models sometimes write the
+        # word alone. Accepted at the start, on a line of its own or right after markup, and only when a name and
+        # the arguments' '{' follow at once.
+        head_pattern = ("(?:" + head_pattern + r"|(?:(?<![\s\S])|(?<=\n)|(?<=>))[ \t]*" + _esc(bare.strip())
+                        + r"(?=[A-Za-z_][\w.-]*\{))")
+        calls.literal["bare_call_open"] = bare.strip()
+    calls.open = (r"\s*" + _optional(block_open) + head_pattern + r"\s*(?P<name>" + name_chars + ")"
+                  + header_tail + r"(?=\s*[\[{])")
     guard = r"(?<=\})"  # arguments are a JSON object: a call ends only right after a '}'
     calls.end_guard = guard
     if call_close.strip():
         calls.close = guard + r"\s*" + _generalise(call_close.strip()) + _tail(block_close)
+        # The header names the function and markup closes the call: arguments that are not valid JSON (damaged
+        # output) are kept as the text the model wrote rather than failing the whole message.
+        calls.content_args = {"allow_non_json": True}
     else:
         # No closing markup: the call ends at the end of the generation (a '}' may end a nested value).
         calls.close = guard + r"\s*" + _optional(block_close) + r"\Z"
@@ -804,8 +983,44 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
         calls.close += "|" + guard + r"\s*(?:```\s*)?" + _esc(block_close.strip())
     calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^\[{]*"
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
-    calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": tail, "call_close": call_close,
-                     "block_close": block_close, "arguments": "JSON object after the name"}
+    calls.literal.update({"block_open": block_open, "call_open": call_head, "after_name": tail,
+                          "call_close": call_close, "block_close": block_close,
+                          "arguments": "JSON object after the name"})
+    return calls
+
+
+# Keyword arguments of a Python call (key=value, ...), for xml-inline: the group `t` says how the value is written.
+# A single-quoted value ends at the quote before the next keyword (chat templates do not escape inner quotes).
+_KWARG = (r"(?P<key>[A-Za-z_]\w*)\s*=\s*(?:(?P<t>')(?P<value>.*?)'|(?P<value>(?P<t>\")(?:[^\"\\]|\\.)*\")"
+          r"|(?P<value>(?P<t>True|False|None))|(?P<t>)(?P<value>.*?))\s*(?=,\s*[A-Za-z_]\w*\s*=|\Z)")
+_KWARG_VALUES = {
+    "'": {"name": "text", "args": {"strip": False}},
+    '"': {"name": "json", "args": {"allow_non_json": True}},
+    "True": {"name": "bool"}, "False": {"name": "bool"},
+    "None": {"name": "json", "args": {"string_delims": [["None", "None"]], "allow_non_json": True}},
+    "": {"name": "json", "args": {"string_delims": [["'", "'"]], "allow_non_json": True}},
+}
+
+
+def _python_lines(one, two, start, reasons) -> _Calls | None:
+    """Python calls written one per line inside a block (<function_calls>\nname(key=value)\n</function_calls>):
+    each line is a call, its keyword arguments read one by one."""
+    end = one.rindex(")") + 1
+    before, after = one[:start], one[end:]
+    between = two[two.index(")") + 1: re.search(r"(?m)^[ \t]*" + re.escape(_CALL_B[0]) + r"\(", two).start()]
+    if not before.strip() or not after.strip() or between.strip():
+        return None  # only calls in a block, one per line
+    block_open, block_close = _esc(before.strip()), _esc(after.strip())
+    ident = r"[A-Za-z_][\w.-]*"
+    calls = _Calls(kind="python", content="xml-inline")
+    calls.open = (r"\s*" + block_open + r"\s*(?P<name>" + ident + r")\(|(?<=\)[ \t]*\n)[ \t]*(?P<name>" + ident
+                  + r")\((?<=" + block_open + "(?:(?!" + block_close + r")[\s\S])*)")
+    calls.close = r"\)[ \t]*(?:\n(?=[ \t]*" + ident + r"\()|\s*" + block_close + ")"
+    calls.end_guard = r"\)"
+    calls.partial_open = block_open + r"\s*(?:" + ident + r"\([^\n)]*)?"
+    calls.content_args = {"tag_pattern": _KWARG, "value_parser_by": {"group": "t", "parsers": _KWARG_VALUES}}
+    calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
+    calls.literal = {"block_open": before, "block_close": after, "arguments": "Python calls, one per line"}
     return calls
 
 
@@ -814,6 +1029,10 @@ def _python_calls(one, start) -> _Calls:
     before, after = one[:start], one[end:]
     calls = _Calls(kind="python", content="python-call-list", repeats=False, transform_each=True)
     lead = r"(?=\[\s*[A-Za-z_][A-Za-z0-9_.-]*\s*\()"
+    if re.search(r"\[\s*[A-Za-z_][\w.-]*\s*\(\s*[A-Za-z_]\w*\s*=", one[start:end]):
+        # The chat template writes keyword arguments: a call list starts with name( and a keyword or ')', so a
+        # bracketed expression in prose ([f(x)]) is not a call.
+        lead = r"(?=\[\s*[A-Za-z_][A-Za-z0-9_.-]*\s*\(\s*(?:\)|[A-Za-z_][A-Za-z0-9_]*\s*=))"
     calls.open = r"\s*" + (_esc(before.strip()) + r"\s*" if before.strip() else "") + lead
     calls.close = r"(?<=\)\s*\])" + (r"\s*" + _esc(after.strip()) if after.strip() else "")
     if before.strip():
@@ -846,6 +1065,8 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     call_close_all = t2[t2.index(value_suffix.strip()) + len(value_suffix.strip()):]
     head = one[:at]
     infix = _infix_pattern(infix1, infix2)
+    if not re.search(r"</|\|>", infix1) and not infix.endswith(r"\n?"):
+        infix += r"\n?"
     # One newline on each side of a value is markup (<parameter=x>\nvalue\n</parameter>); the rest is the value.
     # A parameter ends at its closing markup followed by the next parameter, the call's closing markup or the
     # end, so the same markup written inside a value does not end it.
@@ -853,7 +1074,18 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     followers += [re.escape(t.group(0)) for t in _TOKEN.finditer(head)][-1:]
     follow = "(?=\\s*(?:" + "|".join(dict.fromkeys(followers)) + r"|\Z))"
     # Models sometimes drop a parameter's closing markup: the next parameter or the call's end ends it too.
-    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + r"(?P<value>.*?)(?:\n?"
+    value = r"(?P<value>.*?)"
+    if "<![CDATA[" in r.source:
+        # The chat template wraps values holding markup in a CDATA section: its content is the value.
+        value = r"(?:<!\[CDATA\[(?P<value>.*?)\]\]>(?=\n?" + _esc(value_suffix.strip()) + r")|(?P<value>.*?))"
+    # A newline the chat template writes after a value is markup; otherwise whitespace at the end of a value is
+    # the value's own.
+    # When the key sits in the value's opening tag (<parameter=city>, <parameter name="city">), models of that
+    # lineage put the value on lines of its own whatever the chat template writes: one newline on each side is
+    # markup. When key and value are separate elements (<arg_key>city</arg_key><arg_value>...), it is data.
+    own_tag = not re.search(r"</|\|>", infix1)
+    newline = r"\n?" if value_suffix.startswith("\n") or own_tag else ""
+    tag = (_esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + value + r"(?:" + newline
            + _esc(value_suffix.strip()) + follow + r"|\s*(?=" + _esc(key_prefix.strip()) + r"|\Z))")
     # Split the head and the close into what each call repeats and what wraps them all.
     block_open, call_head, call_close, block_close = "", head, call_close_all, ""
@@ -883,17 +1115,34 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     # A call ends at its closing markup right after a complete parameter (or right after the header when it has
     # none), so the same markup written inside a value does not end it.
     calls.close = (r"\s*" + ending + _tail(block_close)) if ending else r"\s*" + _tail(block_close)
-    guards = dict.fromkeys([value_suffix.strip()[-1], (header_tail.strip() or call_head.strip())[-1:]])
+    guards = [f"(?<={re.escape(g)})" for g in dict.fromkeys([value_suffix.strip()[-1],
+                                                              (header_tail.strip() or call_head.strip())[-1:]]) if g]
+    if not header_tail.strip():
+        # No markup after the name: a call without parameters closes right after its name.
+        guards.append("(?<=" + _generalise(call_head.strip()) + r"\s*" + name_chars + r"\s*)")
     if len(_TOKEN.findall(call_close)) < 2:
         # A one-marker close could be written inside a value; a sequence of markers (</function></tool_call>)
         # is specific enough on its own.
-        calls.close = "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + ")" + calls.close
+        calls.close = "(?:" + "|".join(guards) + ")" + calls.close
     # A call the model did not close before opening the next one still ends there.
-    calls.close += "|" + "(?:" + "|".join(f"(?<={re.escape(g)})" for g in guards if g) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
-    calls.partial_open = _optional(block_open) + _generalise(call_head.strip()) + r"[^<>\n]*"
+    calls.close += "|" + "(?:" + "|".join(guards) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
+    # A generation cut inside the call's header leaves no markup behind: the block opener alone, or the header cut
+    # after any of its words (<｜GCML｜invoke na).
+    words = call_head.split()
+    heads = [_generalise(" ".join(words[:i])) for i in range(len(words), 0, -1)]
+    calls.partial_open = ("(?:" + _optional(block_open) + "(?:" + "|".join(heads) + r")[^<>\n]*"
+                          + ("|" + _esc(block_open.strip()) if block_open.strip() else "") + ")")
     # Values stay text as written (the tools' schemas type them); _check retries with JSON values if verify
     # needs them.
     calls.content_args = {"tag_pattern": tag, "value_parser": {"name": "text", "args": {"strip": False}}}
+    typed = _typed_infix(infix1, infix2) if infix1 != infix2 else None
+    if typed is not None:
+        # The markup says which values are strings (the probe's first value is a string, its second a number):
+        # those stay text, the others are JSON.
+        json_values = {"name": "json", "args": {"allow_non_json": True}}
+        calls.content_args["value_parser"] = json_values
+        calls.content_args["value_parser_by"] = {"group": "vtype", "parsers": {
+            typed[1]: {"name": "text", "args": {"strip": False}}, typed[2]: json_values}}
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
     calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": header_tail,
                      "parameter_open": key_prefix, "key_value_separator": infix1, "parameter_close": value_suffix,
@@ -902,12 +1151,32 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
 
 
 def _infix_pattern(a: str, b: str) -> str:
-    # One newline before a value is markup whether or not the chat template writes it (models vary).
+    # A newline the chat template writes before a value is markup (models may leave it out); whitespace between
+    # two markers is layout.
     if a == b:
-        return _esc(a.rstrip("\n")) + r"\n?"
+        return _esc_loose(a.rstrip("\n")) + (r"\n?" if a.endswith("\n") else "")
+    typed = _typed_infix(a, b)
+    if typed is not None:
+        head, first, second, tail = typed
+        return _esc_loose(head) + "(?P<vtype>" + re.escape(first) + "|" + re.escape(second) + ")" + _esc(tail)
     p = _common_prefix_len(a, b)
     s = min(_common_suffix_len(a, b), min(len(a), len(b)) - p)
     return _esc(a[:p]) + "[^<>]*?" + _esc(a[len(a) - s:])
+
+
+def _typed_infix(a: str, b: str) -> tuple[str, str, str, str] | None:
+    """(head, word for a string value, word for another value, tail) when the markup between a key and its value
+    differs by one word with the value's type (string="true" / string="false"), else None."""
+    p = _common_prefix_len(a, b)
+    s = min(_common_suffix_len(a, b), min(len(a), len(b)) - p)
+    while p and a[p - 1].isalnum():
+        p -= 1
+    while s and a[len(a) - s].isalnum():
+        s -= 1
+    first, second = a[p:len(a) - s], b[p:len(b) - s]
+    if re.fullmatch(r"\w+", first) and re.fullmatch(r"\w+", second) and first != second:
+        return a[:p], first, second, a[len(a) - s:]
+    return None
 
 
 def _cut_to_token(text: str) -> str:
@@ -933,12 +1202,20 @@ def _cut_after_token(text: str) -> str:
 def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> dict:
     template: dict = {"version": 1, "defaults": {"role": "assistant"}}
     anchors = [a for a in dict.fromkeys(turn.anchors) if a.strip()]
-    if len(anchors) == 1 and not turn.anchor_suffix:
+    # A complete reasoning block the prompt itself writes after the assistant header (a thinking budget's note,
+    # an empty block that turns thinking off) is the prompt's, not the model's: the turn starts after it.
+    prompt_block = ""
+    if reasoning is not None and not reasoning.always and not reasoning.conventional:
+        prompt_block = (r"(?:\s*" + re.escape(reasoning.open) + "(?:(?!" + re.escape(reasoning.close) + r")[\s\S])*"
+                        + re.escape(reasoning.close) + r"\s*)?")
+    if len(anchors) == 1 and not turn.anchor_suffix and not prompt_block:
         template["start_anchor"] = anchors[0]
     else:
         pattern = _alternation(anchors)[3:-1]
         if turn.anchor_suffix:
             pattern = "(?:" + pattern + ")(?:" + re.escape(turn.anchor_suffix) + ")?"
+        if prompt_block:
+            pattern = "(?:" + pattern + ")" + prompt_block
         template["start_anchor_pattern"] = pattern
     fields: dict = {}
     ends = list(dict.fromkeys(e for e in [turn.end, *turn.extra_ends] if e))
@@ -950,31 +1227,54 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             # The call opener starts with the end-of-turn marker (GigaChat opens a call with a new message):
             # that marker ends the turn only when no call follows.
             end_pattern = end_pattern.replace(re.escape(end), re.escape(end) + "(?!" + _esc(opener[len(end):]) + ")")
+    first = _TOKEN.search(opener) if opener else None
     if reasoning is not None:
         # Whitespace around the reasoning belongs to its markers, and the text is kept as written (strip off), so
         # streamed chunks add up to the final value.
+        opens = "(?:" + "|".join(_opener_regex(o) for o in [reasoning.open] + [a for a, _ in reasoning.also]) + ")"
+        closes_ = _alternation([reasoning.close] + [b for _, b in reasoning.also])
+        close = r"\s*" + closes_ + r"\s*|\s*\Z"
+        if ends:
+            # The end of the turn ends a reasoning block the model never closed.
+            close += r"|\s*(?=" + end_pattern + ")"
+        if first and calls.kind in ("name_json", "xml"):
+            # A model that starts its calls without closing the reasoning has ended it: the call opener closes
+            # the reasoning. Only for calls that name the function in their header markup; a JSON object in tags
+            # written inside the reasoning is the model thinking about a call, and stays reasoning.
+            # The calls may also start without their block's opener: the per-call opener closes it too.
+            call_first = _TOKEN.search((calls.literal.get("call_open") or "").strip())
+            openers = [first.group(0)] + ([call_first.group(0)] if call_first else [])
+            close += r"|\s*(?=" + _alternation(openers) + ")"
         fields["reasoning_content"] = {
-            "open_pattern": r"\s*" + re.escape(reasoning.open) + r"\s*",
-            "close_pattern": r"\s*" + re.escape(reasoning.close) + r"\s*|\s*\Z",
+            "open_pattern": r"\s*" + opens + r"\s*",
+            "close_pattern": close,
             "content_args": {"strip": False},
         }
         if reasoning.always:
             # The prompt always opens the reasoning: a generation parsed without its prompt starts inside it.
-            fields["reasoning_content"]["open_pattern"] = r"\A(?:\s*" + re.escape(reasoning.open) + r")?\s*"
+            fields["reasoning_content"]["open_pattern"] = r"\A(?:\s*" + opens + r")?\s*"
     if calls is not None:
         close = calls.close
-        first = _TOKEN.search(opener) if opener else None
         if first:
             # Calls written first in the message (or right after the reasoning) are followed by markup whitespace;
             # after text, the whitespace belongs to the text that follows (it separates the two pieces).
-            starts = r"(?<![\s\S])" + ("|" + re.escape(reasoning.close) if reasoning is not None else "")
+            starts = r"(?<![\s\S])" + ("|" + _alternation([reasoning.close] + [b for _, b in reasoning.also]) if reasoning is not None else "")
             close = ("(?:" + close + r")(?:(?<=(?:" + starts + r")\s*" + re.escape(first.group(0))
                      + r"[\s\S]{0,200})\s*)?")
-        field_ = {"open_pattern": calls.open, "close_pattern": close}
+        open_ = calls.open
+        if first and open_.startswith(r"\s*") and calls.kind == "xml":
+            # Whitespace before the calls is markup when it holds a line break or follows other markup; spaces
+            # right after text are the text's own (kept in the content, as the model wrote them). The library
+            # does so for XML-style calls (GLM, DeepSeek V3.2, MiniMax M2); for JSON calls it drops the space.
+            open_ = r"(?:(?<=[>\]])\s*|[ \t]*\n\s*)?" + open_[len(r"\s*"):]
+        field_ = {"open_pattern": open_, "close_pattern": close}
         if ends:
             # A call the model did not close before ending its turn still ends there.
             field_["close_pattern"] = (close + "|" + calls.end_guard + r"\s*(?:```\s*)?(?:" + end_pattern
                                        + ").*")
+        if "```" in calls.literal.get("call_close", ""):
+            # The model stopped right after the arguments' closing fence, before the call's closing marker.
+            field_["close_pattern"] += "|" + calls.end_guard + r"\s*```\s*\Z"
         if calls.repeats:
             field_["repeats"] = True
         field_["content"] = calls.content
@@ -985,17 +1285,29 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         field_["transform"] = calls.transform
         fields["tool_calls"] = field_
     content: dict = {}
-    if turn.content_open:
-        # Content has its own markers (<|START_RESPONSE|>...<|END_RESPONSE|>): an explicit field.
-        content["open_pattern"] = r"\s*" + _esc(turn.content_open) + r"\s*"
     closes = []
-    if turn.content_close:
-        closes.append(r"\s*" + _esc(turn.content_close) + r"\s*")
+    paired = bool(turn.content_open) and _closing_of(turn.content_open, turn.content_open + turn.content_close) == (
+        turn.content_close)
+    if paired:
+        # Content in a pair of its own tags (<response> ... </response>): markup dropped from the text, which stays
+        # the implicit field, so an answer the model writes without them is content too.
+        closes.append(r"\s*" + _esc(turn.content_open) + r"\s*")
+        closes.append(r"\s*" + _esc(turn.content_close))
+    elif turn.content_open:
+        # Content opened by a section marker that other sections share the end of (<|channel|>final<|message|>
+        # ... <|return|>): an explicit field.
+        content["open_pattern"] = r"\s*" + _esc(turn.content_open) + r"\s*"
+        if turn.content_close:
+            closes.append(r"\s*" + _esc(turn.content_close) + r"\s*")
     if ends:
         closes.append(r"\s*(?:" + end_pattern + ").*")
     if calls is not None and calls.partial_open:
         # An opener cut off by the end of the generation is markup, not content.
         closes.append(r"\s*" + calls.partial_open + r"\Z")
+    if reasoning is not None and (paired or not turn.content_open):
+        # A reasoning close written again after the reasoning ended is markup: dropped from the content (the text
+        # after it, with its whitespace, continues the content).
+        closes.append(r"\s*" + _alternation([reasoning.close] + [b for _, b in reasoning.also]))
     if closes:
         content["close_pattern"] = "|".join(closes)
     # Text is kept as written (no strip): whitespace before markup belongs to the markup's pattern, trailing
@@ -1108,8 +1420,24 @@ def _thinking_scenarios(source: str) -> list[dict] | None:
     return None
 
 
+def _effort_scenarios(source: str, kwargs: dict) -> list[dict] | None:
+    """Verify scenarios for chat templates whose generation prompt opens reasoning only with a reasoning effort
+    (reasoning_effort="high"); without one they think not at all."""
+    if not re.search(r"\breasoning_effort\b", source):
+        return None
+    try:
+        default = _Renderer(source, kwargs).generation_prompt([_user()])
+        high = _Renderer(source, dict(kwargs, reasoning_effort="high")).generation_prompt([_user()])
+    except Exception:
+        return None
+    if high == default or not high.strip():
+        return None
+    return [{"name": "thinking", "render_kwargs": {"reasoning_effort": "high"}},
+            {"name": "no_thinking", "render_kwargs": {}, "reasoning": False}]
+
+
 def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
-    scenarios = _thinking_scenarios(source)
+    scenarios = _thinking_scenarios(source) or _effort_scenarios(source, kwargs)
     probe_kwargs = dict(kwargs, **(scenarios[0]["render_kwargs"] if scenarios else {}))
     r = _Renderer(source, probe_kwargs)
     try:
@@ -1141,6 +1469,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             if turn.content_open.startswith(guessed.close):
                 # A prompt that opened the reasoning: the turn closes it before the content's own markup.
                 turn.content_open = turn.content_open[len(guessed.close):].strip()
+    _conventional_reasoning(turn, reasoning or guessed, reasons)
     _split_prefill(turn, reasoning or guessed)
     if reasoning or guessed:
         turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
@@ -1172,6 +1501,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             # <|observation|>): the model stops there.
             turn.extra_ends.append(header)
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
+    if scenarios and r.synthesis is None:
+        _dropped_prefill(r, scenarios[1]["render_kwargs"], reasons)
     thinking = reasoning or guessed
     if not scenarios and thinking is not None and (thinking.prefilled or turn.prefill.strip() == thinking.open):
         thinking.always = True
@@ -1188,6 +1519,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         options["arguments"] = r.arguments
     if r.synthesis is not None:
         options["reasoning_synthesis"] = r.synthesis
+    if r.reasoning_key:
+        options["reasoning_key"] = r.reasoning_key
     if scenarios:
         scenarios[1]["reasoning"] = False
         if reasoning is None:
@@ -1238,6 +1571,11 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
             skip[case.name] = "the chat template does not render the content of this turn"
         elif _content_moved_to_reasoning(case):
             skip[case.name] = "the chat template writes this turn's content as reasoning"
+        elif _labelled_content(case):
+            skip[case.name] = ("the chat template writes a label before this turn's content that its generation "
+                               f"prompt does not ({_labelled_content(case)!r}): kept as content text")
+        elif _dropped_calls(case):
+            skip[case.name] = "the chat template does not render the tool calls of this turn"
         elif case.name in ("nested_unicode_arguments", "marker_text_arguments") and _python_literals(case.generation):
             skip[case.name] = ("the chat template writes nested argument values as Python literals (None, True, "
                                "single quotes), which is not what the model writes")
@@ -1295,6 +1633,21 @@ def _content_moved_to_reasoning(case) -> bool:
     parsed = case.parsed or {}
     return bool(expected) and (parsed.get("reasoning_content") or "").strip().endswith(expected) and not (
         parsed.get("content") or "").strip()
+
+
+def _labelled_content(case) -> str:
+    """The short label the parsed content has before the expected content (助手：), or ''."""
+    expected = ((case.expected or {}).get("content") or "").strip()
+    parsed = ((case.parsed or {}).get("content") or "").strip()
+    if not expected or not parsed.endswith(expected) or parsed == expected:
+        return ""
+    label = parsed[: len(parsed) - len(expected)]
+    return label if len(label) <= 16 and not _TOKEN.search(label) and "\n" not in label else ""
+
+
+def _dropped_calls(case) -> bool:
+    calls = (case.expected or {}).get("tool_calls") or []
+    return bool(calls) and bool(case.generation) and not any(c["function"]["name"] in case.generation for c in calls)
 
 
 def _dropped_content(case) -> bool:

@@ -30,7 +30,7 @@ __all__ = [
 
 VERIFY_OPTION_KEYS = frozenset(
     {"scenarios", "render_kwargs", "tools_always", "reasoning_in_content", "bos_token", "eos_token", "arguments", "cases", "skip_cases", "reasoning_synthesis",
-     "source_edits"}
+     "source_edits", "reasoning_key"}
 )
 _SCENARIO_KEYS = frozenset({"name", "render_kwargs", "reasoning"})
 
@@ -435,6 +435,9 @@ def check_options(options: dict) -> None:
     for key in ("render_kwargs", "skip_cases"):
         if not isinstance(options.get(key, {}), dict):
             raise ValueError(f"verify options: '{key}' must be an object")
+    key = options.get("reasoning_key")
+    if key is not None and (not isinstance(key, str) or not key.isidentifier()):
+        raise ValueError("verify options: 'reasoning_key' must be a message key name such as 'thinking'")
     if options.get("arguments", "dict") not in ("dict", "json_string"):
         raise ValueError("verify options: 'arguments' must be 'dict' or 'json_string'")
     edits = options.get("source_edits", [])
@@ -467,9 +470,12 @@ def apply_source_edits(source: str, edits: list) -> str:
     return source
 
 
-def _for_template(message: dict, arguments: str, in_content: dict | None = None) -> dict:
+def _for_template(message: dict, arguments: str, in_content: dict | None = None, reasoning_key: str | None = None) -> dict:
     """The message as given to the chat template (arguments as JSON text if the template wants that)."""
     message = copy.deepcopy(message)
+    if reasoning_key and message.get("reasoning_content") is not None:
+        # Templates that read the reasoning under another key (message.thinking, message.reasoning).
+        message[reasoning_key] = message.pop("reasoning_content")
     if in_content is not None and message.get("reasoning_content") is not None:
         # Templates that only read reasoning from the content string, written as the model writes it.
         reasoning = message.pop("reasoning_content")
@@ -550,11 +556,12 @@ def verify(
                 continue
             tools = _TOOLS if uses_tools or options.get("tools_always") else None
             in_content = options.get("reasoning_in_content")
-            rendered_history = [_for_template(m, arguments, in_content) for m in history]
+            reasoning_key = options.get("reasoning_key")
+            rendered_history = [_for_template(m, arguments, in_content, reasoning_key) for m in history]
             try:
                 prompt = render_chat_template(chat_template, rendered_history, tools=tools, add_generation_prompt=True, **kwargs)
                 full = render_chat_template(
-                    chat_template, rendered_history + [_for_template(message, arguments, in_content)], tools=tools, **kwargs
+                    chat_template, rendered_history + [_for_template(message, arguments, in_content, reasoning_key)], tools=tools, **kwargs
                 )
             except Exception as e:  # any template error is a finding, reported per case
                 result.ok = False

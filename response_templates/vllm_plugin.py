@@ -12,6 +12,21 @@ id or chat template). Streaming goes through `OpenAIStreamAdapter`, so the delta
 the one-shot message; with a fast tokenizer the parser reads token ids, so a control token that the model spelled
 out as plain text does not end a region.
 
+Damaged output (a tool call whose text does not parse) follows the `RESPONSE_TEMPLATES_MALFORMED` environment
+variable of the server, read when a request's parser is made:
+
+- `raise` (the default): the parser's error is caught and the whole output is the answer's content, as it is (as
+  vLLM's own parsers do). Tool-call arguments stream while the model writes them, where `OpenAIStreamAdapter`
+  can (`may_truncate=False`); if the output turns out damaged, what was sent stays sent (possibly the call's name
+  and first arguments) and the damaged call's text and the rest of the output follow as content.
+- `content` / `drop`: the broken call becomes content where the model wrote it / is left out, and the other calls
+  are kept (`malformed=` of the parser). Calls are then streamed whole when they close, since a call already
+  streamed could turn out malformed.
+
+`tool_choice` "required" or a named function is refused (HTTP 400): nothing makes the model write a call in its
+format, so neither can be guaranteed. A generation that stopped at its token limit (which vLLM does not tell
+parsers; see `_cut_by_limit`) is parsed with `truncated=True`, so a call cut off there is left out.
+
 Unlike vLLM's own `hf` parser, every template of the library works: `reasoning_content` or `thinking`, `join`,
 transforms and every content parser.
 """
@@ -23,9 +38,25 @@ import functools
 from typing import Any, Sequence
 
 NAME = "response_templates"
+MALFORMED_ENV = "RESPONSE_TEMPLATES_MALFORMED"
+_POLICIES = ("raise", "content", "drop")
 _REASONING_FIELDS = ("reasoning_content", "thinking")
 
-__all__ = ["NAME", "register", "resolve_template"]
+__all__ = ["MALFORMED_ENV", "NAME", "malformed_policy", "register", "resolve_template"]
+
+
+def malformed_policy() -> str:
+    """The damaged-output policy of the server: `RESPONSE_TEMPLATES_MALFORMED` (raise, content or drop; default
+    raise). A value outside these fails, naming the variable."""
+    import os
+
+    value = os.environ.get(MALFORMED_ENV, "").strip().lower() or "raise"
+    if value not in _POLICIES:
+        raise ValueError(
+            f"{MALFORMED_ENV}={os.environ[MALFORMED_ENV]!r}: the vLLM plugin of response-templates takes "
+            f"{', '.join(_POLICIES)} (what to do with a tool call whose text does not parse)"
+        )
+    return value
 
 
 def resolve_template(tokenizer: Any) -> dict | None:
@@ -97,6 +128,7 @@ def _route_parser_manager(parser_cls: type) -> None:
 def _classes() -> dict[str, type]:
     """The vLLM classes, built once (they subclass vLLM's, so vLLM is imported only here)."""
     from vllm.entrypoints.generate.base.protocol import DeltaFunctionCall, DeltaMessage, DeltaToolCall, FunctionCall
+    from vllm.exceptions import VLLMValidationError
     from vllm.parser.abstract_parser import Parser
     from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
     from vllm.tool_parsers.abstract_tool_parser import ToolParser
@@ -151,26 +183,66 @@ def _classes() -> dict[str, type]:
 
         reasoning_parser_cls = ResponseTemplatesReasoningParser
         tool_parser_cls = ResponseTemplatesToolParser
+        always_adjust_request = True  # skip_special_tokens=False, and required/named tool choice refused
         _enable_auto_tools = False
 
         def __init__(self, tokenizer, tools=None, *args, **kwargs):
             super().__init__(tokenizer, tools, *args, **kwargs)
             self.response_template = template_of(tokenizer)
+            self.malformed = malformed_policy()
             self._tools = _tool_dicts(tools)
             self._ids = bool(getattr(tokenizer, "is_fast", False))  # token ids: spelled-out control tokens defused
             self._prompt: list[int] | str = [] if self._ids else ""
             self._adapter: OpenAIStreamAdapter | None = None
             self._broken = False
+            self._unsent = ""  # output text not accounted for yet (see parse_delta)
+            self._max_model_len = getattr(kwargs.get("model_config"), "max_model_len", None)
+            self._prompt_length: int | None = None
+            self._streamed_ids, self._last_id = 0, None  # output tokens streamed so far, the last one
 
         def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
             ids = list(prompt_token_ids)
             self._prompt = ids if self._ids else _decode(self.model_tokenizer, ids)
+            self._prompt_length = len(ids)
             self._adapter = None
+
+        def _cut_by_limit(self, request, count: int, last_id: int | None) -> bool:
+            """Whether vLLM stopped the generation at its token limit (finish_reason "length"), which it does not
+            tell parsers: `count` output tokens reached max_completion_tokens / max_tokens / max_output_tokens or
+            the model's length, and the last one is not an end-of-sequence or stop token."""
+            if not count or last_id is None:
+                return False
+            stops = set(getattr(request, "stop_token_ids", None) or ())
+            eos = getattr(self.model_tokenizer, "eos_token_id", None)
+            if eos is not None:
+                stops.add(eos)
+            if last_id in stops:
+                return False
+            limits = []
+            values = getattr(request, "__dict__", {})  # the fields as set (reading max_tokens itself warns)
+            for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+                limit = values.get(name)
+                if isinstance(limit, int) and limit > 0:
+                    limits.append(limit)
+                    break
+            if isinstance(self._max_model_len, int) and self._prompt_length is not None:
+                limits.append(self._max_model_len - self._prompt_length)
+            return any(count >= limit for limit in limits)
 
         def adjust_request(self, request):
             request.skip_special_tokens = False  # the delimiters are often special tokens
             if hasattr(request, "spaces_between_special_tokens"):
                 request.spaces_between_special_tokens = False
+            if self._tool_parser is not None and request.tools and request.tool_choice != "none":
+                forced = _forced_tool_choice(request)
+                if forced is not None:
+                    raise VLLMValidationError(
+                        f"tool_choice={forced} is not supported with --tool-call-parser {NAME}: the model writes "
+                        "tool calls in its own format and no grammar makes it write one, so a call cannot be "
+                        'guaranteed; use tool_choice="auto" (or "none")',
+                        parameter="tool_choice",
+                        value=forced,
+                    )
             return request
 
         def is_reasoning_end(self, input_ids: list[int]) -> bool:
@@ -187,12 +259,14 @@ def _classes() -> dict[str, type]:
             tokenizer = self.model_tokenizer if not isinstance(text_or_ids, str) else None
             prefix = self._prompt if tokenizer is not None or isinstance(self._prompt, str) else \
                 _decode(self.model_tokenizer, self._prompt)
+            ids = list(model_output_token_ids)
+            truncated = self._cut_by_limit(request, len(ids), ids[-1] if ids else None)
             try:
                 message = parse_response(text_or_ids, self.response_template, prefix=prefix, tools=self._tools,
-                                         tokenizer=tokenizer)
+                                         tokenizer=tokenizer, truncated=truncated, malformed=self.malformed)
             except ValueError as error:  # damaged output (e.g. a call that is not JSON): the text as it is
-                # TODO: the core's damaged-output policy (malformed=) once it is public.
-                _logger().warning("%s: output does not parse (%s); returned as content", NAME, error)
+                _logger().warning("%s: output does not parse (%s); returned as content (%s=%s)", NAME, error,
+                                  MALFORMED_ENV, self.malformed)
                 return None, model_output, None
             openai = to_openai_message(message, id_factory=self._new_id)
             reasoning = openai.get("reasoning_content")
@@ -211,25 +285,49 @@ def _classes() -> dict[str, type]:
             if self._adapter is None:
                 if prompt_token_ids is not None and not self._prompt:
                     self.set_prompt_token_ids(prompt_token_ids)
+                # Arguments stream while the model writes them unless a call may still turn out malformed and be
+                # taken back (content/drop policies): then each call goes out whole at its close.
                 self._adapter = OpenAIStreamAdapter(
                     self.response_template, self._prompt, tools=self._tools,
                     tokenizer=self.model_tokenizer if self._ids else None, id_factory=self._new_id,
+                    may_truncate=self.malformed != "raise", malformed=self.malformed,
                 )
             if self._broken:
                 return DeltaMessage(content=delta_text) if delta_text else None
             piece = list(delta_token_ids) if self._ids else delta_text
+            if delta_token_ids:
+                self._streamed_ids += len(delta_token_ids)
+                self._last_id = delta_token_ids[-1]
+            region_before = self._adapter._current
             try:
                 chunks = self._adapter.feed(piece) if piece else []
                 if finished:
-                    chunks += self._adapter.finish()
+                    chunks += self._adapter.finish(
+                        truncated=self._cut_by_limit(request, self._streamed_ids, self._last_id))
             except ValueError as error:  # damaged output: from here on, the text as it is (see parse)
-                _logger().warning("%s: output does not parse (%s); streamed as content", NAME, error)
+                _logger().warning("%s: output does not parse (%s); streamed as content (%s=%s)", NAME, error,
+                                  MALFORMED_ENV, self.malformed)
                 self._broken = True
-                return DeltaMessage(content=delta_text) if delta_text else None
+                text = self._unsent + delta_text  # the damaged region's text, never sent, then the rest as it is
+                return DeltaMessage(content=text) if text else None
+            # The output text not accounted for yet, sent as content if the output turns out damaged: the text of
+            # a region held until its close (a call), and text the parser has not decided on (a delimiter's start).
+            # `_current` / `_mode`: the adapter's open region and whether its text streams as it arrives.
+            region = self._adapter._current
+            if region is not None and self._adapter._mode != "append":
+                self._unsent += delta_text
+            elif (region_before is not None and region is None) or any(
+                value for chunk in chunks for choice in chunk.get("choices", ())
+                for key, value in (choice.get("delta") or {}).items() if key != "role"
+            ):
+                self._unsent = ""  # a region closed, or this text went out
+            else:
+                self._unsent += delta_text
             return self._delta(chunks, request)
 
         def _delta(self, chunks: list[dict], request):
-            reasoning, content, calls = [], [], []
+            reasoning, content = [], []
+            calls: list[dict] = []  # OpenAI tool-call deltas, consecutive ones of the same call merged
             parse_tools = self._parse_tools(request, self._enable_auto_tools)
             for chunk in chunks:
                 for choice in chunk.get("choices", ()):
@@ -242,17 +340,22 @@ def _classes() -> dict[str, type]:
                         if not parse_tools:
                             continue
                         function = call.get("function") or {}
-                        calls.append(DeltaToolCall(
-                            index=call["index"], id=call.get("id"), type=call.get("type"),
-                            function=DeltaFunctionCall(name=function.get("name"), arguments=function.get("arguments")),
-                        ))
+                        if calls and calls[-1]["index"] == call["index"]:
+                            calls[-1]["arguments"] += function.get("arguments") or ""
+                            continue
+                        calls.append({"index": call["index"], "id": call.get("id"), "type": call.get("type"),
+                                      "name": function.get("name"), "arguments": function.get("arguments") or ""})
             fields: dict[str, Any] = {}
             if reasoning and self._reasoning_parser is not None and getattr(request, "include_reasoning", True):
                 fields["reasoning"] = "".join(reasoning)
             if content:
                 fields["content"] = "".join(content)
             if calls:
-                fields["tool_calls"] = calls
+                fields["tool_calls"] = [
+                    DeltaToolCall(index=c["index"], id=c["id"], type=c["type"],
+                                  function=DeltaFunctionCall(name=c["name"], arguments=c["arguments"]))
+                    for c in calls
+                ]
             return DeltaMessage(**fields) if fields else None
 
         def _new_id(self, index: int) -> str:
@@ -287,6 +390,18 @@ def _classes() -> dict[str, type]:
         "tool": ResponseTemplatesToolParser,
         "parser": ResponseTemplatesParser,
     }
+
+
+def _forced_tool_choice(request: Any) -> str | None:
+    """How the request forces a tool call ('"required"' or 'function "NAME"'), or None when it does not."""
+    choice = getattr(request, "tool_choice", None)
+    if choice == "required":
+        return '"required"'
+    if choice is None or isinstance(choice, str):
+        return None
+    function = getattr(choice, "function", None)
+    name = getattr(function, "name", None) or getattr(choice, "name", None)
+    return f'function "{name}"' if name else repr(choice)
 
 
 def _logger():

@@ -15,7 +15,7 @@ import pytest
 
 import response_templates as rt
 from response_templates.core import scan
-from response_templates.core.errors import regex_budget, regex_time_left
+from response_templates.core.errors import grow_regex_budget, regex_budget, regex_time_left
 
 CORPORA = Path(__file__).parent / "data" / "corpora"
 PROSE = (
@@ -168,6 +168,48 @@ def test_parse_response_shares_one_budget(short_limit):
         rt.parse_response(text, template, prefix="")
 
 
+HOSTILE_TAGS = {
+    "start_anchor": "S",
+    "fields": {
+        "calls": {
+            "open": "<c>",
+            "close": "</c>",
+            "repeats": True,
+            "content": "xml-inline",
+            # each region's tags take about a third of the limit to read (catastrophic backtracking)
+            "content_args": {"tag_pattern": "<t>(?P<key>(?:a|aa)*)c</t>(?P<value>)"},
+        },
+        "content": {},
+    },
+}
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_xml_inline_tag_patterns_draw_on_the_same_budget(short_limit, streamed):
+    """The tag_pattern searches of the regions a call closes share its budget with the delimiter searches: forty
+    regions that each stay under the limit add up to many times it, and raise (they used to get the whole limit
+    each)."""
+    text = "<c><t>" + "a" * 28 + "</t></c>"
+    text = text * 40
+    with pytest.raises(rt.RegexTimeoutError) as info:
+        if streamed:
+            rt.ResponseParser(HOSTILE_TAGS, prefix="").feed(text)
+        else:
+            rt.parse_response(text, HOSTILE_TAGS, prefix="")
+    message = str(info.value)
+    assert "tag_pattern" in message and "'calls'" in message and "RESPONSE_TEMPLATES_REGEX_TIMEOUT" in message
+
+
+def test_a_region_closed_by_a_small_chunk_brings_its_share_of_the_budget(short_limit):
+    """A long region closed by a small last chunk: the content parser reads the whole region, so the budget of that
+    feed grows by the region's share (the limit per million characters)."""
+    with regex_budget(10):
+        assert regex_time_left() <= short_limit
+        grow_regex_budget(5_000_000)
+        assert regex_time_left() > 4 * short_limit
+    assert regex_time_left() == short_limit
+
+
 @pytest.mark.parametrize(
     "pattern, texts",
     [
@@ -177,6 +219,16 @@ def test_parse_response_shares_one_budget(short_limit):
         (r"\A(?:\s*<think>)?", ["<think>a", "  <think>b", "c"]),
         (r"end$", ["the end", "end\n", "endless"]),
         (r"\s*(?:<a>|[ \t]*to=x)", ["b\n  to=x", "c <a>", "to="]),
+        # a lookbehind ending in a run of spaces: starts after the `>` and in the run that follows it only
+        (r"(?:(?<=</p>)|(?<=<sep>\s*))\s*</call>", ["<sep>\n</call>", "<sep>  x </call>", "a </call>", "x</p> </call>", "<sep></call>", "> </call><sep>"]),
+        (r'(?<=<x\s+n="[^"]*"\s*>\s*)', ['<x n="a">  y', "a b > c", '<x n="a" >', '<y n="a">  ']),
+        # nested runs of the same class: `\s*\]?\s*<e>` starts at the spaces before a `]` or a `<`
+        (r"\s*\]?\s*(?:<e>|</e>)", ["a ] <e>", "x  </e>", "] ]<e>", " ]", "a b c"]),
+        # lookbehinds after a leading run: at the start of the run before where they hold
+        (
+            r"\s*(?:<a>|(?:(?<![\s\S])|(?<=\n)|(?<=<c>))[ \t]*call:)",
+            ["call:x", "  call:", "a \n call:", "a<c> call:", "a<c>\ncall:", "x call:", "a\n\n <a>", " \nx"],
+        ),
     ],
 )
 def test_candidate_scan_agrees_with_search(pattern, texts):
@@ -201,3 +253,39 @@ def test_patterns_the_analysis_cannot_read_fall_back_to_search():
         assert scan.analyze(pattern) is None
     template = {"start_anchor": "S", "fields": {"r": {"open_pattern": r"(?i)<THINK>", "close": "</think>"}, "content": {}}}
     assert rt.parse_response("a<think>b</think>c", template, prefix="") == {"content": "c", "r": "b"}
+
+
+BLOCK_TEMPLATE = {
+    "start_anchor": "S",
+    "fields": {
+        # a call opens after `}` and a comma, but only inside an open <b> block (the apriel / nemotron / olmo3 idiom)
+        "x": {"open_pattern": r"<b>|(?<=\})\s*,\s*(?=\{)(?<=<b>(?:(?!</b>)[\s\S])*)", "close_pattern": r"(?<=\})", "repeats": True},
+        "content": {},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a<b>{1}, {2} c", "a<b>{1}</b>, {2} c", "<b>{1}, </b>{2}, {3}", "{1}, <b>{2}, {3}</b>, {4}", "<b>{1}" + " y" * 3000 + "}, {2}"],
+)
+def test_block_lookbehinds_match_transformers(text):
+    """A block lookbehind is decided by one forward pass over the block (then the pattern without it is tried):
+    same messages as transformers' parser, one-shot and streamed a character at a time."""
+    from oracle import reference_module
+
+    reference = reference_module()
+    expected = reference.parse_response(text, BLOCK_TEMPLATE, prefix="")
+    assert rt.parse_response(text, BLOCK_TEMPLATE, prefix="") == expected
+    assert feed_all(BLOCK_TEMPLATE, "", list(text)) == expected
+
+
+def test_block_lookbehind_work_does_not_grow_with_the_block(generous_limit):
+    """Each try of the block lookbehind used to scan back to the block's start: the work of a stream with a long
+    block and many candidate places after it is linear in its length."""
+    def work(size):
+        text = "<b>{" + "y " * size + "}" + ", {1}" * (size // 100) + "</b>"
+        return work_of(lambda: feed_all(BLOCK_TEMPLATE, "", [text[i:i + 64] for i in range(0, len(text), 64)]))
+
+    small, large = work(20_000), work(80_000)
+    assert large <= 4 * small * 1.5 + 10_000, (small, large)

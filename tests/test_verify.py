@@ -219,6 +219,20 @@ def test_reasoning_in_content_for_templates_that_read_reasoning_from_content():
     assert report.ok, report.summary()
 
 
+def test_reasoning_key_for_templates_that_read_reasoning_under_another_key():
+    chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.thinking %}<think>\n{{ m.thinking }}\n</think>\n\n"
+        "{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    supports = {"reasoning": True, "tool_calls": False, "parallel_tool_calls": False}
+    template = library.get_template("qwen3")
+    assert not verify(template, chat_template, supports=supports).ok  # reasoning_content never reaches it
+    report = verify(template, chat_template, options={"reasoning_key": "thinking"}, supports=supports)
+    assert report.ok, report.summary()
+    with pytest.raises(ValueError, match="reasoning_key"):
+        check_options({"reasoning_key": "not a key"})
+
+
 def test_json_string_arguments_option():
     # This chat template writes arguments verbatim, so it needs them as JSON text.
     chat_template = MINI_CHATML.replace(

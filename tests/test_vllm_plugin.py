@@ -2,7 +2,9 @@
 
 For every case of every library template: the message vLLM's serving layer gets from `parse` is ours
 (`to_openai_message(parse_response(...))`), and the deltas of `parse_delta`, fed a few tokens at a time and
-assembled the way clients do, give the same message. Skipped, with the reason, when vLLM is absent; failing on CI."""
+assembled the way clients do, give the same message, with tool-call arguments sent in as many pieces as
+`OpenAIStreamAdapter` sends them. Damaged outputs follow RESPONSE_TEMPLATES_MALFORMED; a forced tool choice is
+refused. Skipped, with the reason, when vLLM is absent; failing on CI."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ import pytest
 
 from response_templates import engines, parse_response
 from response_templates.library import get_template, list_templates
-from response_templates.openai_adapter import to_openai_message
+from response_templates.openai_adapter import OpenAIStreamAdapter, to_openai_message
 
 CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
+DAMAGED = Path(__file__).resolve().parent / "data" / "damaged"
+STEP = 3  # tokens per streamed delta
 
 _missing = engines.engine_unavailable("vllm")
 if _missing and os.environ.get("CI", "").lower() == "true":
@@ -67,8 +71,47 @@ def _expected(openai):
     return {"reasoning": openai.get("reasoning_content"), "content": openai.get("content"), "calls": calls}
 
 
+def _stream(parser, tokenizer, request, prompt_ids, output_ids, step=STEP):
+    """parse_delta over the output, `step` tokens at a time, as vLLM's serving layer calls it."""
+    deltas = []
+    for start in range(0, len(output_ids), step):
+        ids = output_ids[start:start + step]
+        deltas.append(parser.parse_delta(tokenizer.decode(ids), ids, request, prompt_ids,
+                                         finished=start + step >= len(output_ids)))
+    if not output_ids:
+        deltas.append(parser.parse_delta("", [], request, prompt_ids, finished=True))
+    return deltas
+
+
+def _argument_pieces(deltas):
+    """Per call index, how many deltas carried a piece of its arguments."""
+    counts = {}
+    for delta in deltas:
+        for index in {c.index for c in (delta.tool_calls if delta else None) or () if c.function and
+                      c.function.arguments}:
+            counts[index] = counts.get(index, 0) + 1
+    return counts
+
+
+def _adapter_argument_pieces(template, case, tokenizer, prompt_ids, output_ids):
+    """The same count for OpenAIStreamAdapter streaming arguments early (may_truncate=False), fed the same pieces."""
+    adapter = OpenAIStreamAdapter(template, prompt_ids, tools=case.get("tools"), tokenizer=tokenizer,
+                                  may_truncate=False)
+    counts = {}
+    for start in range(0, len(output_ids), STEP):
+        chunks = adapter.feed(output_ids[start:start + STEP])
+        if start + STEP >= len(output_ids):
+            chunks += adapter.finish()
+        indexes = {call["index"] for chunk in chunks for choice in chunk["choices"]
+                   for call in choice["delta"].get("tool_calls") or () if call.get("function", {}).get("arguments")}
+        for index in indexes:
+            counts[index] = counts.get(index, 0) + 1
+    return counts
+
+
 @pytest.mark.parametrize("name", list_templates())
-def test_every_corpus_case_one_shot_and_streamed(name):
+def test_every_corpus_case_one_shot_and_streamed(name, monkeypatch):
+    monkeypatch.delenv("RESPONSE_TEMPLATES_MALFORMED", raising=False)
     template = get_template(name)
     cases = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))["cases"]
     tokenizer = engines._tokenizer(template)
@@ -99,15 +142,192 @@ def test_every_corpus_case_one_shot_and_streamed(name):
                     "calls": [{"name": c.name, "arguments": c.arguments} for c in calls or ()]}
         assert one_shot == expected, (name, case["name"])
 
-        parser = parser_cls(tokenizer, request.tools)
-        deltas, step = [], 3
-        for start in range(0, len(output_ids), step):
-            ids = output_ids[start:start + step]
-            deltas.append(parser.parse_delta(tokenizer.decode(ids), ids, request, prompt_ids,
-                                             finished=start + step >= len(output_ids)))
-        if not output_ids:
-            deltas.append(parser.parse_delta("", [], request, prompt_ids, finished=True))
+        deltas = _stream(parser_cls(tokenizer, request.tools), tokenizer, request, prompt_ids, output_ids)
         assert _assemble(deltas) == expected, (name, case["name"])
+        if expected["calls"]:  # arguments go out in as many pieces as the adapter sends them while they arrive
+            assert _argument_pieces(deltas) == _adapter_argument_pieces(
+                template, case, tokenizer, prompt_ids, output_ids), (name, case["name"])
+
+
+def test_long_arguments_stream_while_the_model_writes_them(monkeypatch):
+    monkeypatch.delenv("RESPONSE_TEMPLATES_MALFORMED", raising=False)
+    template = get_template("qwen3")
+    tokenizer = engines._tokenizer(template)
+    tools = [{"type": "function", "function": {"name": "write_note", "parameters": {"type": "object", "properties": {
+        "title": {"type": "string"}, "body": {"type": "string"}, "tags": {"type": "array"}}}}}]
+    arguments = {"title": "Trip", "body": "Paris, " * 40 + "then Lyon.", "tags": ["travel", "france"]}
+    call = json.dumps({"name": "write_note", "arguments": arguments})
+    output = f"<think>\nA note.\n</think>\n\n<tool_call>\n{call}\n</tool_call><|im_end|>"
+    prompt_ids = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    output_ids = tokenizer.encode(output, add_special_tokens=False)
+    close_at = len(tokenizer.encode(output[:output.index("\n</tool_call>")], add_special_tokens=False))
+
+    request = _request(tools)
+    parser = _parser_cls(tokenizer)(tokenizer, request.tools)
+    sent_before_close, deltas = "", []
+    for position, token in enumerate(output_ids):  # one token at a time, as a server streams
+        delta = parser.parse_delta(tokenizer.decode([token]), [token], request, prompt_ids,
+                                   finished=position == len(output_ids) - 1)
+        deltas.append(delta)
+        if position < close_at:
+            sent_before_close += "".join(c.function.arguments or "" for c in (delta.tool_calls if delta else ())
+                                         if c.function)
+    assert _assemble(deltas) == {"reasoning": "A note.", "content": None,
+                                 "calls": [{"name": "write_note", "arguments": json.dumps(arguments)}]}
+    assert _argument_pieces(deltas)[0] >= 3  # title, body, tags: each once complete
+    assert sent_before_close.startswith('{"title": "Trip", "body": "Paris, Paris, ')
+
+
+@pytest.mark.parametrize("policy", ["content", "drop"])
+@pytest.mark.parametrize("name", list_templates())
+def test_damaged_outputs_follow_the_malformed_policy(name, policy, monkeypatch):
+    """RESPONSE_TEMPLATES_MALFORMED=content|drop: `parse` gives the core parser's message under that policy, and
+    the assembled stream gives the same message (calls are then sent whole at their close)."""
+    monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", policy)
+    path = DAMAGED / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"no damaged corpus for {name}")
+    template = get_template(name)
+    tokenizer = engines._tokenizer(template)
+    parser_cls = _parser_cls(tokenizer)
+    for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:
+        prompt_ids = tokenizer.encode(case["prefix"], add_special_tokens=False)
+        output_ids = tokenizer.encode(case["output"], add_special_tokens=False)
+        request = _request(case.get("tools"))
+        parser = parser_cls(tokenizer, request.tools)
+        assert parser.malformed == policy
+        parser.set_prompt_token_ids(prompt_ids)
+        try:
+            ours = to_openai_message(parse_response(case["output"], template, prefix=case["prefix"],
+                                                    tools=case.get("tools"), malformed=policy))
+        except ValueError:  # not a region the policy applies to (e.g. a cut the format cannot end)
+            assert parser.parse(case["output"], request, True, output_ids) == (None, case["output"], None)
+            continue
+        expected = _expected(ours)
+        if not case.get("tools"):
+            expected["calls"] = []  # no tools in the request: vLLM parses no calls
+        reasoning, content, calls = parser.parse(case["output"], request, enable_auto_tools=True,
+                                                 model_output_token_ids=output_ids)
+        one_shot = {"reasoning": reasoning or None, "content": content or None,
+                    "calls": [{"name": c.name, "arguments": c.arguments} for c in calls or ()]}
+        assert one_shot == expected, (name, case["name"])
+        deltas = _stream(parser_cls(tokenizer, request.tools), tokenizer, request, prompt_ids, output_ids)
+        # The core's own streamed parse, fed the same pieces: for Llama 3.1, Llama 4 and Granite 3 the kept text of
+        # a malformed call may lack the end-of-turn marker that one-shot parsing keeps (README, "Damaged output").
+        adapter = OpenAIStreamAdapter(template, prompt_ids, tools=case.get("tools"), tokenizer=tokenizer,
+                                      malformed=policy)
+        list(adapter.stream([output_ids[i:i + STEP] for i in range(0, len(output_ids), STEP)]))
+        streamed = _expected(to_openai_message(adapter.message))
+        if not case.get("tools"):
+            streamed["calls"] = []
+        if streamed != expected:
+            assert {**streamed, "content": None} == {**expected, "content": None}, (name, case["name"])
+            assert name in ("llama3.1", "llama4", "granite-3"), (name, case["name"])
+        assert _assemble(deltas) == streamed, (name, case["name"])
+
+
+def test_a_broken_call_under_each_policy(monkeypatch):
+    template = get_template("qwen3")
+    tokenizer = engines._tokenizer(template)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+             {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    broken = '<tool_call>\n{"name": "get_weather", "arguments": {"city": Paris}}\n</tool_call>'
+    output = f'Checking.\n{broken}\n<tool_call>\n{{"name": "get_time", "arguments": {{}}}}\n</tool_call><|im_end|>'
+    prompt_ids = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    output_ids = tokenizer.encode(output, add_special_tokens=False)
+    results = {}
+    for policy in ("raise", "content", "drop"):
+        monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", policy)
+        request = _request(tools)
+        parser = _parser_cls(tokenizer)(tokenizer, request.tools)
+        parser.set_prompt_token_ids(prompt_ids)
+        reasoning, content, calls = parser.parse(output, request, True, output_ids)
+        results[policy] = (content, [c.name for c in calls or ()])
+        streamed = _assemble(_stream(_parser_cls(tokenizer)(tokenizer, request.tools), tokenizer, request,
+                                     prompt_ids, output_ids))
+        if policy != "raise":
+            assert (streamed["content"], [c["name"] for c in streamed["calls"]]) == results[policy]
+    assert results["raise"] == (output, [])  # the whole output as it is, as vLLM's own parsers answer
+    # streamed, the text before the broken call is parsed as it came; the broken call's text and the rest follow
+    # as content. The call's name had gone out before its arguments broke (arguments stream as they arrive).
+    monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", "raise")
+    request = _request(tools)
+    for step in (1, STEP):
+        streamed = _assemble(_stream(_parser_cls(tokenizer)(tokenizer, request.tools), tokenizer, request,
+                                     prompt_ids, output_ids, step=step))
+        assert streamed["calls"] == [{"name": "get_weather", "arguments": ""}]
+        assert streamed["content"].startswith("Checking.")
+        assert streamed["content"].endswith(output[output.index(broken):])
+    assert results["content"] == (f"Checking.\n{broken}", ["get_time"])
+    assert results["drop"] == ("Checking.", ["get_time"])
+
+
+@pytest.mark.parametrize("policy", ["raise", "content", "drop"])
+def test_a_generation_cut_by_the_token_limit_drops_the_unfinished_call(policy, monkeypatch):
+    """vLLM does not tell parsers that a generation hit max_tokens: the plugin sees it from the request, so a call
+    cut off there is dropped (as `truncated=True` does) rather than read as damaged output."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", policy)
+    template = get_template("qwen3")
+    tokenizer = engines._tokenizer(template)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    output = ('<think>\nWeather.\n</think>\n\nChecking.\n<tool_call>\n'
+              '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call><|im_end|>')
+    prompt_ids = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    cut_ids = tokenizer.encode(output, add_special_tokens=False)[:output.index('"days"')]  # one byte per token
+    cut = tokenizer.decode(cut_ids)
+
+    def request(limit):
+        return ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                                     max_completion_tokens=limit)
+
+    parser_cls = _parser_cls(tokenizer)
+    parser = parser_cls(tokenizer, request(len(cut_ids)).tools)
+    parser.set_prompt_token_ids(prompt_ids)
+    assert parser.parse(cut, request(len(cut_ids)), True, cut_ids) == ("Weather.", "Checking.", None)
+    streamed = _assemble(_stream(parser_cls(tokenizer, tools), tokenizer, request(len(cut_ids)), prompt_ids, cut_ids))
+    assert (streamed["reasoning"], streamed["content"]) == ("Weather.", "Checking.")
+    # what streamed before the cut stays sent: with "raise", the call's name and its first complete argument
+    assert streamed["calls"] == ([{"name": "get_weather", "arguments": '{"city": "Paris"'}] if policy == "raise"
+                                 else [])
+    # under the limit, the same text is an output that ended there: damaged (a call that does not parse), so with
+    # "raise" the whole text and with "content" the call's text are the content ("drop" leaves the call out anyway)
+    parser = parser_cls(tokenizer, tools)
+    parser.set_prompt_token_ids(prompt_ids)
+    reasoning, content, calls = parser.parse(cut, request(len(cut_ids) + 10), True, cut_ids)
+    assert calls is None
+    assert content == {"raise": cut, "content": "Checking.\n" + cut[cut.index("<tool_call>"):],
+                       "drop": "Checking."}[policy]
+
+
+def test_a_bad_policy_fails_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", "repair")
+    tokenizer = engines._tokenizer(get_template("qwen3"))
+    # vLLM's parser manager makes one parser at startup: the server does not start
+    with pytest.raises(TypeError, match="RESPONSE_TEMPLATES_MALFORMED='repair'.*raise, content, drop"):
+        _parser_cls(tokenizer)
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_a_forced_tool_choice_is_refused(choice):
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.exceptions import VLLMValidationError
+
+    tokenizer = engines._tokenizer(get_template("qwen3"))
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    request = ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                                    tool_choice=choice)
+    parser_cls = _parser_cls(tokenizer)
+    assert parser_cls.always_adjust_request  # vLLM's renderer calls adjust_request for every request
+    with pytest.raises(VLLMValidationError, match="tool_choice=.*not supported with --tool-call-parser "
+                                                  "response_templates") as raised:
+        parser_cls(tokenizer, request.tools).adjust_request(request)
+    assert raised.value.parameter == "tool_choice"
+    for allowed in ("auto", "none"):
+        request = ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                                        tool_choice=allowed)
+        assert parser_cls(tokenizer, request.tools).adjust_request(request).skip_special_tokens is False
 
 
 def test_template_from_the_library_when_the_tokenizer_has_none():

@@ -12,7 +12,16 @@ from typing import Any, Callable
 
 import regex
 
-from .errors import QUOTE_LIMIT, RegexTimeoutError, TransformError, TransformKeyError, excerpt, get_regex_timeout
+from .errors import (
+    QUOTE_LIMIT,
+    RegexTimeoutError,
+    TransformError,
+    TransformKeyError,
+    excerpt,
+    regex_budget,
+    regex_time_left,
+    timeout_message,
+)
 from .limits import JSONTooDeepError, load_json
 
 
@@ -102,12 +111,13 @@ def _value_with(raw: str, value_parser: dict | None) -> Any:
 
 
 def _finditer(pattern: str, text: str) -> list:
+    """Every match of a template's tag_pattern, within the regex time budget of the call in progress (a budget of
+    its own, for the text's size, when called outside one)."""
     try:
-        return list(regex.finditer(pattern, text, flags=regex.DOTALL, timeout=get_regex_timeout()))
+        with regex_budget(len(text)):
+            return list(regex.finditer(pattern, text, flags=regex.DOTALL, timeout=regex_time_left()))
     except TimeoutError:
-        raise RegexTimeoutError(
-            f"xml-inline: tag_pattern {excerpt(pattern)} took longer than the regex time limit of {get_regex_timeout()} s"
-        ) from None
+        raise RegexTimeoutError(timeout_message(f"xml-inline: tag_pattern {excerpt(pattern)}")) from None
 
 
 def parse_xml_inline(text: str, args: dict) -> dict:

@@ -103,6 +103,14 @@ def regex_budget(size: int = 0):
         _budget.deadline = None
 
 
+def grow_regex_budget(size: int) -> None:
+    """Add to the budget of the call in progress (if any) its share for `size` more characters of text: the text of a
+    region the call closes, which its content parser reads in full (an 8 MB argument closed by a small last chunk)."""
+    deadline = getattr(_budget, "deadline", None)
+    if deadline is not None and size > 0:
+        _budget.deadline = deadline + _regex_timeout * size / BUDGET_CHARS
+
+
 def regex_time_left() -> float:
     """Seconds left for the next regex search (the whole limit outside a budget). Raises `TimeoutError` when the
     budget of the call in progress is spent."""

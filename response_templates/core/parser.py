@@ -19,7 +19,7 @@ import logging
 from typing import Any
 
 from .content import TYPED_SYNTAX
-from .errors import RegexTimeoutError, excerpt, regex_budget, regex_time_left, timeout_message
+from .errors import RegexTimeoutError, excerpt, grow_regex_budget, regex_budget, regex_time_left, timeout_message
 from .scan import first_candidate, scan_pattern, track_guards, work
 from .template import CompiledTemplate, Watch, WatchItem, load_template
 from .token_ids import TokenIdDecoder, strip_markers
@@ -414,6 +414,7 @@ def _hit(found: Any) -> bool:
 
 def field_value(field: Any, body: str, captures: dict) -> Any:
     """Parse a region's text with its field's content parser, then apply the field's transform."""
+    grow_regex_budget(len(body))  # the content parser reads the whole region, however small the last chunk was
     try:
         value = field.parse(body, field.content_args)
     except RegexTimeoutError as error:
@@ -663,8 +664,7 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
         if memo is None:
             memo, base = {}, 0
         state = memo.setdefault((key, "guards"), [0, []])
-        track_guards(scan, buffer, state[1], state, base)
-        guards = [where - base for where in state[1]] if base else state[1]
+        guards = track_guards(scan, buffer, state[1], state, base)
     kind, match, at, dead = scan_pattern(
         item.delimiter.regex, scan, buffer, pos, start, eos, limit, _quick(item) if scan.safe else _timer(item), guards
     )

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import regex
 
-from .errors import regex_time_left
+from .errors import grow_regex_budget, regex_time_left
 
 try:  # Python 3.11+
     from re import _constants as sre_constants
@@ -124,6 +124,11 @@ def _single(sub) -> Charset | None:
     return None
 
 
+def _within(inner: Charset, outer: Charset) -> bool:
+    """Whether every character of `inner` is surely in `outer` (same pieces; negated classes only when equal)."""
+    return inner == outer or (not inner.negated and not outer.negated and inner.parts <= outer.parts)
+
+
 def _last(items) -> tuple[Charset, bool]:
     """The characters a sequence can end with, and whether it can be empty."""
     found = _EMPTY
@@ -166,6 +171,25 @@ def _near(sub) -> list | None:
     if empty or high > 64 or not inner or any(k[0] != "first" or k[2] is not None or not k[3] for k in inner):
         return None
     return [("near", k[3], low, high) for k in inner]
+
+
+def _tail_run(sub) -> tuple[Charset, Charset] | None:
+    """For a lookbehind that ends with a run of one class after a few characters (`(?<=<tool_sep>\\s*)`): the
+    characters before the run and the run's class, or None. The start is then right after one of those characters,
+    or inside or at the end of the run of the class that follows it (not after every character of the class)."""
+    items = list(sub)
+    if len(items) < 2:
+        return None
+    op, av = items[-1]
+    if op not in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE) or av[0] != 0 or av[1] is not _MAXREPEAT:
+        return None
+    run = _single(av[2])
+    if run is None:
+        return None
+    chars, empty = _last(items[:-1])
+    if empty or not chars.small or not chars.parts or chars.negated:
+        return None
+    return chars, run
 
 
 def _literal_runs(items, depth: int = 0) -> list[str]:
@@ -228,13 +252,19 @@ def _starts(items) -> tuple[list, bool]:
                     return out, False
                 for kind in rest:
                     if kind[0] == "first":
-                        if kind[2] is None:
+                        if kind[2] is None or _within(kind[2], lead):
+                            # `\\s*<x>`, or `\\s*\\s*<x>` (a run of the same class twice is one run)
                             out.append(("first", kind[1], lead, kind[3]))
                         else:
                             out.append(("first", kind[1] | kind[2], lead, None))
                     elif kind[0] == "end":
                         out.append(("first", _EMPTY, lead, None))
                         out.append(kind)
+                    elif kind[0] == "near" and len(kind) == 4:
+                        # `\\s*(?<=\\n)x`: at the start of the run of the class that ends where the lookbehind holds
+                        out.append((*kind, lead))
+                    elif kind[0] == "begin":
+                        out.append(kind)  # `\\s*(?<![\\s\\S])`: the run is empty, at the start
                     else:
                         raise _Unknown
                 return out, False
@@ -294,6 +324,12 @@ def _starts(items) -> tuple[list, bool]:
                             rest, rest_empty = None, True
                         if rest is not None and not rest_empty and all(k[0] == "first" and k[1].small for k in rest):
                             return rest, False
+                        try:
+                            tail = _tail_run(sub)
+                        except _Unknown:
+                            tail = None
+                        if tail is not None:
+                            return [("after_run", *tail)], False
                     return [("after", chars)], False
             continue
         if op is _C.ASSERT_NOT:
@@ -323,7 +359,9 @@ class PatternScan:
     leads: tuple  # ((trigger regex or None, lead class regex, reverse run regex), ...): `first` filters with a lead
     plain: object  # trigger regex of `first` filters without a lead, or None
     after: object  # regex of the characters an `after` start follows, or None
-    near: tuple  # ((literal regex, its length, least, most), ...): starts `least`..`most` after the literal's start
+    # ((literal regex, its length, least, most, backwards regex of a character not in a lead class or None), ...):
+    # starts `least`..`most` after the literal's start (or at the start of the run of the lead class before that)
+    near: tuple
     begin: bool
     end: bool  # a branch can match at the end of the text (candidate there at the end of the stream)
     dollar: bool  # `$` may match before a final newline
@@ -344,6 +382,14 @@ class PatternScan:
     guards: object = None
     unguarded: object = None
     relaxed: object = None  # such lookbehinds removed (always true): matches at least wherever the pattern does
+    guard_bodies: tuple = ()
+    guard_block: object = None  # (literal length, repeat regex) when the only such lookbehind is a block (_block_form)
+    free: object = None  # the pattern with every lookbehind removed (matches wherever it does), None without any  # those lookbehinds' own patterns (what they must match, ending where they are tried)
+    # ((regex of one of the characters and the run of the class after it, a backwards regex of a character not in the
+    # class), ...): starts right after one of those
+    # characters or anywhere in the run of the class that follows it (a lookbehind such as `(?<=<tool_sep>\\s*)`)
+    after_runs: tuple = ()
+    after_run_sources: tuple = ()  # ((characters source, class source), ...) for the chunk fast path
     # For one plain search over a short text: `triggers` compiled, how far before the position a search for them
     # must begin (a near literal's start, an `after` character just before it), and a reverse search over the lead classes together (the first candidate is at or after
     # the start of the lead run before the first trigger).
@@ -374,6 +420,7 @@ def analyze(pattern: str) -> PatternScan | None:
     plain: list = []
     after = _EMPTY
     near: list = []
+    runs: set = set()
     begin = end = dollar = False
     for kind in filters:
         if kind[0] == "first":
@@ -388,7 +435,11 @@ def analyze(pattern: str) -> PatternScan | None:
         elif kind[0] == "after":
             after = after | kind[1]
         elif kind[0] == "near":
-            near.append(kind[1:])
+            near.append((*kind[1:4], kind[4].source() if len(kind) > 4 else None))
+            if len(kind) > 4:
+                by_lead.setdefault(kind[4].source(), [])  # a run of it at the end may still become a match
+        elif kind[0] == "after_run":
+            runs.add((kind[1].source(), kind[2].source()))
         elif kind[0] == "begin":
             begin = True
         elif kind[0] == "end":
@@ -414,9 +465,12 @@ def analyze(pattern: str) -> PatternScan | None:
     if after.source():
         triggers.append(after.source())
     near_sources = []
-    for literal, least, most in sorted(set(near)):
-        near_sources.append((regex.compile(regex.escape(literal)), len(literal), least, most))
+    for literal, least, most, lead_source in sorted(set(near), key=repr):
+        back = regex.compile(f"(?r)(?!{lead_source}).", regex.DOTALL) if lead_source else None
+        near_sources.append((regex.compile(regex.escape(literal)), len(literal), least, most, back))
         triggers.append(regex.escape(literal))
+    for chars_source, _ in sorted(runs):
+        triggers.append(chars_source)
     if dollar:
         triggers.append(r"\n")
     return PatternScan(
@@ -429,7 +483,13 @@ def analyze(pattern: str) -> PatternScan | None:
         dollar=dollar,
         triggers="|".join(triggers),
         lead_sources=tuple(by_lead),
-        reach=max((most for _, _, _, most in near_sources), default=0),
+        reach=max((most for _, _, _, most, _ in near_sources), default=0),
+        after_runs=tuple(
+            (regex.compile(f"(?:{chars_source})(?:{run_source})*"), regex.compile(f"(?r)(?!{run_source}).", regex.DOTALL))
+            for chars_source, run_source in sorted(runs)
+        ),
+        after_run_sources=tuple(sorted(runs)),
+        free=_without_lookbehinds(original),
         twin=None if _risky(parsed) else _twin(original),
         safe=not _risky(parsed),
         completion=_completion(parsed, original),
@@ -440,7 +500,7 @@ def analyze(pattern: str) -> PatternScan | None:
             if all(k[0] in ("first", "after", "begin", "end") or (k[0] == "near" and len(k) == 4) for k in filters)
             else None
         ),
-        back_reach=max([most + len(literal) for literal, least, most in near] + [1 if after.source() else 0]),
+        back_reach=max([most + len(literal) for literal, least, most, _ in near] + [1 if after.source() else 0]),
         lead_back=regex.compile(f"(?r)(?!{'|'.join(by_lead)}).", regex.DOTALL) if by_lead else None,
     )
 
@@ -475,8 +535,33 @@ def _group_end(pattern: str, at: int) -> int | None:
     return None
 
 
+_ANY_LOOKBEHIND = regex.compile(r"(?<!\\)(?:\\\\)*\(\?<[=!]")
+
+
+def _without_lookbehinds(pattern: str):
+    """The pattern with its lookbehinds removed (each becomes an empty group), or None when it has none."""
+    pieces, last = [], 0
+    for found in _ANY_LOOKBEHIND.finditer(pattern):
+        start = found.end() - 4
+        if start < last:
+            continue  # inside a lookbehind already removed
+        stop = _group_end(pattern, start)
+        if stop is None:
+            return None
+        pieces.append(pattern[last:start] + "(?:)")
+        last = stop
+    if not pieces:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return regex.compile("".join(pieces) + pattern[last:], regex.DOTALL)
+    except (regex.error, Warning, RecursionError, OverflowError):
+        return None
+
+
 def _guards(pattern: str) -> dict:
-    literals, pieces, last = [], [], 0
+    literals, pieces, bodies, last = [], [], [], 0
     for found in _LOOKBEHIND.finditer(pattern):
         start = found.end() - 4
         stop = _group_end(pattern, start)
@@ -496,6 +581,7 @@ def _guards(pattern: str) -> dict:
         if empty or not starts or any(k[0] != "first" or k[2] is not None or not k[3] for k in starts):
             return {}  # an unbounded lookbehind we cannot guard: tries see the whole text
         literals.extend(k[3] for k in starts)
+        bodies.append(pattern[start + 4:stop - 1])
         pieces.append((pattern[last:start], start, stop))
         last = stop
     if not literals:
@@ -507,10 +593,42 @@ def _guards(pattern: str) -> dict:
             unguarded = "".join(p + "(?!)" for p, _, _ in pieces) + tail
             relaxed = "".join(p for p, _, _ in pieces) + tail
             unguarded, relaxed = (_twin(source) or regex.compile(source, regex.DOTALL) for source in (unguarded, relaxed))
+            bodies = tuple(regex.compile(body, regex.DOTALL) for body in bodies)
     except (regex.error, Warning, RecursionError, OverflowError):
         return {}
     ordered = sorted(set(literals), key=lambda literal: (-len(literal), literal))
-    return {"guards": regex.compile("|".join(map(regex.escape, ordered))), "unguarded": unguarded, "relaxed": relaxed}
+    return {
+        "guards": regex.compile("|".join(map(regex.escape, ordered))),
+        "unguarded": unguarded,
+        "relaxed": relaxed,
+        "guard_bodies": bodies,
+        "guard_block": _block_form(bodies[0].pattern) if len(bodies) == 1 else None,
+    }
+
+
+def _block_form(body: str):
+    """For a lookbehind of the "inside an open block" form, literal text then a repeat of one character at a time
+    (`<tool_calls>(?:(?!</tool_calls>)[\\s\\S])*`): (the literal's length, the repeat compiled). It holds exactly
+    from the end of the literal up to where the repeat first fails, so one forward pass tells where."""
+    split = body.find("(")
+    if split <= 0:
+        return None
+    head, rest = body[:split], body[split:]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            literal = list(sre_parse.parse(head, re.DOTALL))
+            repeat = list(sre_parse.parse(_NAMED.sub(lambda m: m.group(1) + "(", rest), re.DOTALL))
+            if not literal or any(op is not _C.LITERAL for op, _ in literal) or len(repeat) != 1:
+                return None
+            op, av = repeat[0]
+            if op not in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE) or av[0] != 0 or av[1] is not _MAXREPEAT:
+                return None
+            if av[2].getwidth() != (1, 1):
+                return None
+            return len(literal), regex.compile(f"(?:{rest[:-1] if rest.endswith('?') else rest})", regex.DOTALL)
+    except Exception:
+        return None
 
 
 def _completion(parsed, pattern: str):
@@ -593,8 +711,10 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
         sources.append(["plain", scan.plain, None, None, start, -1])
     if scan.after is not None:
         sources.append(["after", scan.after, None, None, start, -1])
-    for literal, size, least, most in scan.near:
-        sources.append(["near", literal, (size, least, most), [], max(0, start - most), -1])
+    for trigger, back in scan.after_runs:
+        sources.append(["after_run", trigger, back, [], None, -1])
+    for literal, size, least, most, back in scan.near:
+        sources.append(["near", literal, (size, least, most, back), [], max(0, start - most), -1])
     fixed: list[int] = []
     if scan.begin and start == 0:
         fixed.append(0)
@@ -633,24 +753,32 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
         return kind, match, best, best
 
 
-def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool):
+def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool, end: int | None = None, free=None):
     """Try `pattern` at `at`. Returns (kind, match) as `scan_pattern` does, or ("more", None) when `text` is a window
-    that ends before the real text (not `whole`) and the answer may depend on what follows."""
-    end = len(text)
+    that ends before the real text (not `whole`; at `end` when given) and the answer may depend on what follows.
+    `free` is the pattern without its lookbehinds (scan.PatternScan.free)."""
+    if end is None:
+        end = len(text)
     if eos and whole:
         match = timed(pattern.match, text, at)
         return ("match", match) if match is not None else (None, None)
     # The preferred way through the pattern from here: a complete match, or a partial one (it reaches the end of the
     # text first: more text decides), or none.
-    match = timed(pattern.match, text, at, partial=True)
+    match = timed(pattern.match, text, at, end, partial=True)
     if match is None:
         return None, None
+    if match.partial and free is not None and timed(free.fullmatch, text, at, end, partial=True) is None:
+        # `regex` reports a failing lookbehind that holds a repeat (`(?<=/>\s*)`) as a partial match running to the
+        # end of the text; without lookbehinds no way through the pattern even reaches the end: decide as complete
+        match = timed(pattern.match, text, at, end)
+        if match is None:
+            return None, None
     if match.partial or match.end() == end:
         return ("hold", None) if whole else ("more", None)  # at the edge: a repeat or an alternative may still grow
     work[0] += match.end() - at
     if eos:
         return "match", match
-    if timed(pattern.fullmatch, text, at, partial=True) is None:
+    if timed(pattern.fullmatch, text, at, end, partial=True) is None:
         return "match", match  # no way through the pattern reaches the end
     return ("probe", match) if whole else ("more", None)
 
@@ -680,31 +808,50 @@ class Shifted:
 
 def _try(pattern, scan, buffer: str, at: int, eos: bool, timed, guards):
     if guards is None:
-        return _decide(pattern, buffer, at, eos, timed, True)
+        return _decide(pattern, buffer, at, eos, timed, True, None, scan.free)
     if not guards:  # no literal of an unbounded lookbehind anywhere yet: those lookbehinds cannot succeed
-        return _decide(scan.unguarded, buffer, at, eos, timed, True)
-    if _decide(scan.relaxed, buffer, at, eos, timed, True)[0] is None:
+        return _decide(scan.unguarded, buffer, at, eos, timed, True, None, scan.free)
+    # Try on a slice that starts at the first such literal before `at` whose lookbehind text may still reach `at` (or
+    # a little context before `at`), so the lookbehinds do not scan back through the whole text; widen the window
+    # while the answer depends on its end.
+    if _decide(scan.relaxed, buffer, at, eos, timed, True, None, scan.free)[0] is None:
         return None, None  # not even without those lookbehinds
-    # Try on a slice that starts at the last such literal before `at` (or a little context before `at`), so the
-    # lookbehinds do not scan back through the whole text; widen the window while the answer depends on its end.
-    index = bisect.bisect_right(guards, at) - 1
-    start = max(0, at - 256) if index < 0 else min(max(0, at - 256), guards[index])
+    if scan.guard_block is not None:
+        live, sure = guards.live_block(scan, buffer, at, timed)
+        if live is not None and sure >= at:
+            # the lookbehind surely holds from `at` to `sure`: there the pattern is the pattern without it
+            whole = sure >= len(buffer)
+            kind, match = _decide(scan.relaxed, buffer, at, eos, timed, whole, None if whole else sure, scan.free)
+            if kind != "more":
+                return kind, match
+    else:
+        live = guards.live(scan, buffer, at, eos, timed)
+    if live is None:
+        # No lookbehind text reaches `at`: those lookbehinds fail here and up to the next such literal (and, at the
+        # end of what has come, a try that runs into more text is partial either way).
+        following = guards.following(at)
+        if following is None:
+            return _decide(scan.unguarded, buffer, at, eos, timed, True, None, scan.free)
+        kind, match = _decide(scan.unguarded, buffer, at, eos, timed, False, following, scan.free)
+        if kind != "more":
+            return kind, match
+    start = max(0, at - 256) if live is None else min(max(0, at - 256), live)
     end = len(buffer)
-    width = 4096
+    width = 1024
     while True:
         stop = min(end, at + width)
         whole = stop == end or scan.end or scan.dollar
         stop = end if whole else stop
         work[0] += stop - start
-        kind, match = _decide(pattern, buffer[start:stop], at - start, eos, timed, whole)
+        kind, match = _decide(pattern, buffer[start:stop], at - start, eos, timed, whole, None, scan.free)
         if kind != "more":
             return kind, (Shifted(match, start) if match is not None else None)
         width *= 4
 
 
-def track_guards(scan, buffer: str, positions: list, state: list, base: int) -> None:
+def track_guards(scan, buffer: str, positions: list, state: list, base: int) -> "Guards":
     """Record (in `positions`, stream positions) where the literals of the unbounded lookbehinds occur, scanning
-    only the text added since the last call (`state` holds how far that was)."""
+    only the text added since the last call (`state` holds how far that was, and what `Guards` learnt)."""
     start = max(0, state[0] - base - 64)
     for found in scan.guards.finditer(buffer, start):
         where = found.start() + base
@@ -712,19 +859,145 @@ def track_guards(scan, buffer: str, positions: list, state: list, base: int) -> 
             positions.append(where)
     work[0] += len(buffer) - start
     state[0] = len(buffer) + base
+    if len(state) < 4:
+        state.extend(({}, [0]))
+    return Guards(positions, state[2], state[3], base)
+
+
+class Guards:
+    """The occurrences of the literals that begin a pattern's unbounded lookbehinds, and how far the text of such a
+    lookbehind that begins at each may reach: a lookbehind tried at `at` can only hold if its text, from one of
+    these occurrences, is a prefix of what it matches up to `at`. Far from every live occurrence (the usual case in
+    a long argument: `<invoke name="f">` is long closed), tries need no more than a little context."""
+
+    __slots__ = ("positions", "reach", "front", "base")
+
+    def __init__(self, positions: list, reach: dict, front: list, base: int):
+        # stream positions; stream position -> (how far, still open at the end of the text checked, that end);
+        # index of the first occurrence not known dead (tries come at increasing positions)
+        self.positions, self.reach, self.front, self.base = positions, reach, front, base
+
+    def __bool__(self) -> bool:
+        return bool(self.positions)
+
+    def following(self, at: int) -> int | None:
+        """The first occurrence after `at` (buffer positions), or None."""
+        index = bisect.bisect_right(self.positions, at + self.base)
+        return self.positions[index] - self.base if index < len(self.positions) else None
+
+    def live_block(self, scan, buffer: str, at: int, timed) -> tuple[int | None, int]:
+        """For a block lookbehind (scan.guard_block): the first occurrence at or before `at` whose block may still be
+        open at `at`, and up to where the lookbehind surely holds (before `at` when that is not known), or None. The
+        block's repeat is followed forward once, as far as tries need it, with the call's budget grown by that text
+        (checked again a margin back, for lookaheads near where the last pass stopped)."""
+        size, repeat = scan.guard_block
+        positions, base, end = self.positions, self.base, len(buffer)
+        index = self.front[0]
+        while index < len(positions):
+            where = positions[index] - base
+            if where > at:
+                return None, -1
+            known = self.reach.get(positions[index])
+            if known is None:
+                known = self.reach[positions[index]] = [where + size + base, False]
+            reached = known[0] - base
+            if not known[1] and reached < min(at + 2 * _MARGIN, end):
+                begin = max(where + size, reached - _MARGIN)
+                target = min(end, max(at + 2 * _MARGIN + 4096, where + 2 * (at - where)))
+                grow_regex_budget(target - begin)
+                work[0] += target - begin
+                # by windows: `regex` keeps state for every repetition and runs out of memory over megabytes
+                step = begin
+                while True:
+                    upto = min(target, step + 65536)
+                    stop = timed(repeat.match, buffer, step, upto).end()
+                    if upto >= target or stop < upto - _MARGIN:
+                        break
+                    step = max(step + 1, stop - _MARGIN)  # a margin again: lookaheads near a window's end
+                known[0], known[1] = stop + base, stop < target
+                reached = stop
+            if known[1] and reached < at:
+                index += 1
+                self.front[0] = index  # its block ended before `at`: dead for every later try
+                continue
+            if at < where + size:
+                return where, -1
+            return where, reached if known[1] or reached >= end else reached - _MARGIN
+        return None, -1
+
+    def live(self, scan, buffer: str, at: int, eos: bool, timed) -> int | None:
+        """The first occurrence at or before `at` (buffer position) whose lookbehind text may reach `at`, or None."""
+        positions, base, end = self.positions, self.base, len(buffer)
+        index = self.front[0]
+        while index < len(positions):
+            where = positions[index] - base
+            if where > at:
+                return None
+            known = self.reach.get(positions[index])
+            if known is not None and known[1] and known[0] == known[2] and at > known[2] - base and known[2] - base - where < _REACH_LIMIT:
+                known = None  # it reached the end of the text when last checked, which has grown since: check again
+            if known is None:
+                reach, still_open = _reach(scan.guard_bodies, buffer, max(where, 0), end, timed)
+                known = (reach + base, still_open, end + base)
+                self.reach[positions[index]] = known
+            if known[1] or known[0] - base >= at:
+                return max(where, 0)
+            index += 1
+            self.front[0] = index  # its lookbehind text ends before `at`: dead for every later try
+        return None
+
+
+# How far ahead of a try a block lookbehind's repeat is followed (and checked again), for lookaheads in it.
+_MARGIN = 256
+# How far `_reach` follows a lookbehind's text: past this it counts as reaching every later try (which then sees the
+# text from where it begins: exact, but each such try costs the distance, as it would in `regex` itself).
+_REACH_LIMIT = 4096
+
+
+def _reach(bodies: tuple, buffer: str, start: int, end: int, timed) -> tuple[int, bool]:
+    """How far the text from `start` may still be the beginning of a match of one of `bodies`, and whether that is
+    open (the end of the text, or past `_REACH_LIMIT`). Their prefixes are closed under shortening: doubling a
+    window then halving it finds the end."""
+
+    def viable(stop: int) -> bool:
+        work[0] += stop - start
+        return any(timed(body.fullmatch, buffer, start, stop, partial=True) is not None for body in bodies)
+
+    low, step = start, 64
+    while True:
+        stop = min(start + step, end)
+        if not viable(stop):
+            high = stop
+            break
+        if stop >= end or step >= _REACH_LIMIT:
+            return stop, True
+        low, step = stop, step * 4
+    while high - low > 1:
+        middle = (low + high) // 2
+        if viable(middle):
+            low = middle
+        else:
+            high = middle
+    return low, False
 
 
 def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) -> int | None:
     """The next candidate of one source at or after `low` (None when none up to `stop`)."""
     kind, trigger, lead, back = source[0], source[1], source[2], source[3]
     if kind == "near":
-        size, least, most = lead
+        size, least, most, run_back = lead
         pending = back
         while True:
             while pending and pending[0] < low:
                 pending.pop(0)
             if pending:
-                return pending[0]
+                if run_back is None:
+                    return pending[0]
+                cand = _run_start(run_back, buffer, pos, pending[0])  # a run of the lead class before it
+                if cand >= low:
+                    return cand
+                pending.pop(0)  # its run starts at a position already examined
+                continue
             anchor_from = max(source[4], low - most)
             horizon = min(end, stop - least + size)
             if anchor_from >= horizon:
@@ -745,6 +1018,28 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
             found = None  # `regex` reports an empty partial match at the end of the window
         work[0] += (found.start() if found is not None else min(stop + 1, end)) - low
         return found.start() if found is not None else None
+    if kind == "after_run":
+        # right after a character of the set, or inside (or at the end of) the run of the class that follows it:
+        # `trigger` finds a character of the set and that run at once
+        span = source[3]  # [first, last]: the candidates after the last character of the set found
+        while True:
+            if span and span[1] >= low:
+                at = max(span[0], low)
+                return at if at <= stop else None
+            begin = source[4]
+            if begin is None:  # a run of the class that ends at `low` may follow a character of the set
+                begin = max(_run_start(lead, buffer, 0, low) - 1, 0) if low > 0 else 0
+            horizon = min(stop, end)
+            if begin >= horizon:
+                source[4] = begin
+                return None
+            found = trigger.search(buffer, begin, horizon)
+            work[0] += (found.end() if found is not None else horizon) - begin
+            if found is None:
+                source[4] = horizon
+                return None
+            span[:] = [found.start() + 1, found.end()]
+            source[4] = found.start() + 1
     if kind == "after":
         begin = max(low - 1, 0)
         if begin >= min(stop, end):
@@ -833,6 +1128,8 @@ def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
     triggers += [scan.triggers for scan in scans if scan.triggers]
     lead_sources = sorted({source for scan in scans for source in scan.lead_sources})
     after = [scan.after.pattern for scan in scans if scan.after is not None]
+    # a start may follow a character of the set and a run of the class (which may reach the chunk)
+    after += [f"{chars}|(?<=(?:{chars})(?:{run})*)(?:{run})" for scan in scans for chars, run in scan.after_run_sources]
     trigger = regex.compile("|".join(triggers)) if triggers else None
     any_lead = regex.compile("|".join(lead_sources)) if lead_sources else None
     leads = tuple(regex.compile(f"(?r)(?!{source}).", regex.DOTALL) for source in lead_sources)
@@ -844,7 +1141,7 @@ def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
         lead_string="".join(char for char in _ASCII if len(leads) == 1 and any_lead.match(char) is not None),
         after=regex.compile("|".join(after)) if after else None,
         begin=any(scan.begin for scan in scans),
-        reach=max((most + size for scan in scans for _, size, _, most in scan.near), default=0),
+        reach=max((most + size for scan in scans for _, size, _, most, _ in scan.near), default=0),
         chars=frozenset(char for char in _ASCII if trigger is not None and _begins(trigger.match(char, partial=True))),
         lead_chars=frozenset(char for char in _ASCII if any_lead is not None and any_lead.match(char) is not None),
     )
