@@ -125,6 +125,8 @@ def stream_floor(pattern, chunks: list[str]) -> None:
             position = found.start()
         else:
             position = found.end()
+        # A match holds a reference to `text`: drop it, or the next append copies the whole text (quadratic).
+        found = None
 
 
 def stream_ours(template, prefix: str, chunks: list[str]) -> dict:

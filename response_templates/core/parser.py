@@ -20,7 +20,7 @@ from typing import Any
 
 from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, excerpt, grow_regex_budget, regex_budget, regex_time_left, timeout_message
-from .scan import scan_pattern, track_guards, work
+from .scan import first_candidate, scan_pattern, track_guards, work
 from .template import CompiledTemplate, Watch, WatchItem, load_template
 from .token_ids import TokenIdDecoder, strip_markers
 from .tools import tool_parameters, type_tool_calls
@@ -32,6 +32,11 @@ _CONTEXT = 256
 _LONG_HOLD = 4096
 # Drop consumed text once this much has piled up (amortises the copy).
 _TRIM_AT = 4096
+# Chunks up to this long (ASCII) are checked for trigger characters with a set, longer ones with a regex search.
+_SET_CHECK = 64
+# At the end of a text at most this long, a regex delimiter is found with one plain search (lookbehinds included,
+# its cost is bounded by the square of this length).
+_SHORT_SEARCH = 512
 
 logger = logging.getLogger("response_templates")
 
@@ -90,6 +95,9 @@ class ResponseParser:
         self._clean = False  # the held text holds no trigger of the current watch (see feed's fast path)
         self._output: dict = compiled.fresh_defaults()
         self._finalized = False
+        self._plain = self._decoder is None  # feed takes text and the parser is not finalized (feed's fast path)
+        self._trims = not compiled.keeps_history
+        self._runs: tuple | None = None  # (stream position of the buffer's end, where each lead run ending there starts)
         self._reset()
         self.initial_events: list[dict] = []
         if self._decoder is not None:
@@ -110,81 +118,159 @@ class ResponseParser:
 
     def feed(self, chunk: Any) -> list[dict]:
         """Add generated text (or token ids, with tokenizer=) and return the events it settles."""
+        if not (self._plain and chunk.__class__ is str):
+            return self._feed_other(chunk)
+        if not chunk:
+            return []
+        # Appending to a string nothing else references lets CPython grow it in place instead of copying it.
+        buffer, self._buffer = self._buffer, ""
+        old_end = len(buffer)
+        pos = self._pos
+        buffer += chunk
+        self._buffer = buffer
+        watch = self._watch
+        if watch.simple:
+            if pos == old_end:
+                lone = watch.lone_starter
+                if not (lone in chunk if lone is not None else watch.may_start_in(chunk)):
+                    # The common case: no delimiter can start in this chunk, so all of it goes to the current region.
+                    self._pos = len(buffer)
+                    return self._take(chunk)
+        else:
+            fast = watch.fast
+            if fast is not None and (
+                self._clean
+                or (pos == old_end and (fast.after is None or old_end == 0 or not fast.after.match(buffer, old_end - 1)))
+            ):
+                # A watch with regex delimiters: when the chunk holds none of their trigger characters (and the held
+                # text, if any, was held only as a run of a lead class such as whitespace), the only place a
+                # delimiter may still start is a run of a lead class at the end.
+                if not (fast.begin and self._base + pos == 0):
+                    work[0] += len(chunk)
+                    trigger = fast.trigger
+                    if trigger is not None:
+                        region = chunk if not fast.reach else buffer[max(0, old_end - fast.reach):]
+                        hit = (
+                            not (len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region))
+                            and _hit(trigger.search(region, partial=True))
+                        )
+                    else:
+                        hit = False
+                    if not hit:
+                        end = len(buffer)
+                        hold = end
+                        last = chunk[-1]
+                        if fast.any_lead is not None and (
+                            last in fast.lead_chars if last < "\x80" else fast.any_lead.match(last) is not None
+                        ):
+                            single = fast.single
+                            if single is None:
+                                hold = self._lead_hold(fast, buffer, pos, old_end)
+                            elif chunk.isascii():
+                                kept = len(chunk.rstrip(fast.lead_string))
+                                hold = old_end + kept if kept else self._lead_hold(fast, buffer, pos, old_end)
+                            else:
+                                found = single.search(buffer, old_end, end)
+                                hold = found.end() if found is not None else self._lead_hold(fast, buffer, pos, old_end)
+                        self._clean = True
+                        if hold <= pos:
+                            return []
+                        self._pos = hold
+                        text = buffer[pos:hold] if pos or hold < end else buffer
+                        name = self._current
+                        if name is not None and self._opened and self._decoder is None and self._record and (
+                            hold <= _TRIM_AT or not self._trims
+                        ):
+                            # `_take`, inlined for the common case
+                            self._body.append(text)
+                            return [{"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]}]
+                        return self._take(text)
+        events: list[dict] = []
+        with regex_budget(len(buffer) - self._pos):
+            self._run(events if self._record else None, eos=False)
+        self._trim()
+        self._clean = self._held_clean()
+        return events
+
+    def _lead_hold(self, fast: Any, buffer: str, pos: int, old_end: int) -> int:
+        """Where the run of a lead class that ends the buffer starts (the earliest over the lead classes), looking
+        back over the new chunk only: a run that fills the chunk continues the one found at the previous chunk
+        (remembered in `_runs` when it filled that chunk too, else it starts in that chunk), so a long run of spaces
+        costs each chunk its own length."""
+        end = len(buffer)
+        base = self._base
+        runs = self._runs
+        known = runs is not None and runs[0] == base + old_end
+        hold = end
+        starts = []
+        whole = False
+        for index, back in enumerate(fast.leads):
+            found = back.search(buffer, old_end, end)
+            if found is not None:
+                at = found.end()
+            else:
+                whole = True
+                if known:
+                    at = max(runs[1][index] - base, pos)
+                else:
+                    found = back.search(buffer, pos, old_end)
+                    at = found.end() if found is not None else pos
+            starts.append(at + base)
+            if at < hold:
+                hold = at
+        if whole:
+            self._runs = (base + end, starts)
+        return hold
+
+    def _held_clean(self) -> bool:
+        """After a full scan: whether the held text is only a short run of lead-class characters with no trigger
+        character, not just after a character that starts a delimiter (`after`): the state the fast path leaves,
+        so the next chunk may take it."""
+        fast = self._watch.fast
+        if fast is None:
+            return False
+        buffer, pos = self._buffer, self._pos
+        held = buffer[pos:]
+        return (
+            0 < len(held) <= _SET_CHECK
+            and held.isascii()
+            and fast.lead_chars.issuperset(held)
+            and fast.chars.isdisjoint(held)
+            and (fast.after is None or pos == 0 or fast.after.match(buffer, pos - 1) is None)
+        )
+
+    def _feed_other(self, chunk: Any) -> list[dict]:
+        """`feed` after finalize, with token ids, or with something that is not plain text."""
         if self._finalized:
             raise RuntimeError("this ResponseParser is finalized; create a new one for the next message")
         if self._decoder is not None:
             if isinstance(chunk, str):
                 raise TypeError("this parser was created with tokenizer=, so feed() takes token ids, not text")
-            chunk = self._decoder.feed(chunk)
-        elif not isinstance(chunk, str):
+            text = self._decoder.feed(chunk)
+            self._plain = True  # the decoded text takes the same path as text fed directly
+            try:
+                return ResponseParser.feed(self, text)
+            finally:
+                self._plain = False
+        if not isinstance(chunk, str):
             raise TypeError(
                 f"feed() takes text, got {type(chunk).__name__}; to feed token ids, create the parser with tokenizer="
             )
-        events: list[dict] = []
-        if chunk:
-            # Appending to a string nothing else references lets CPython grow it in place instead of copying it.
-            buffer, self._buffer = self._buffer, ""
-            old_end = len(buffer)
-            nothing_held = self._pos == old_end
-            buffer += chunk
-            self._buffer = buffer
-            watch = self._watch
-            if watch.simple:
-                lone = watch.lone_starter
-                if nothing_held and not (lone in chunk if lone is not None else watch.may_start_in(chunk)):
-                    # The common case: no delimiter can start in this chunk, so all of it goes to the current region.
-                    self._pos = len(buffer)
-                    self._take(events, chunk)
-                    return events
-            elif watch.fast is not None and self._fast(watch.fast, buffer, old_end, nothing_held, chunk, events):
-                return events
-        with regex_budget(len(self._buffer) - self._pos):
-            self._run(events if self._record else None, eos=False)
-        self._clean = False
-        self._trim()
-        return events
+        return ResponseParser.feed(self, str.__str__(chunk))  # a str subclass
 
-    def _take(self, events: list, text: str) -> None:
-        """Route text no delimiter can touch (the fast paths)."""
+    def _take(self, text: str) -> list[dict]:
+        """Route text no delimiter can touch (the fast paths); returns its events."""
         name = self._current
+        events: list[dict] = []
         if name is not None and self._opened and self._decoder is None:
             self._body.append(text)
             if self._record:
                 events.append({"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]})
         else:
             self._route(events if self._record else None, text)
-        if self._pos > _TRIM_AT:
+        if self._pos > _TRIM_AT and self._trims:
             self._trim()
-
-    def _fast(self, fast: Any, buffer: str, old_end: int, nothing_held: bool, chunk: str, events: list) -> bool:
-        """The fast path of a watch with regex delimiters: when the chunk holds none of their trigger characters
-        (and the held text, if any, was held only as a run of a lead class such as whitespace), the only place a
-        delimiter may still start is a run of a lead class at the end. Returns False to run the full scan."""
-        pos = self._pos
-        if not (self._clean or (nothing_held and (fast.after is None or old_end == 0 or not fast.after.match(buffer, old_end - 1)))):
-            return False
-        if fast.begin and self._base + pos == 0:
-            return False
-        work[0] += len(chunk)
-        if fast.trigger is not None and (
-            _hit(fast.trigger.search(chunk, partial=True))
-            if not fast.reach
-            else _hit(fast.trigger.search(buffer, max(0, old_end - fast.reach), partial=True))
-        ):
-            return False
-        end = len(buffer)
-        hold = end
-        if fast.any_lead is not None and fast.any_lead.match(buffer, end - 1):
-            for back in fast.leads:
-                found = back.search(buffer, pos, end)
-                at = found.end() if found is not None else pos
-                if at < hold:
-                    hold = at
-        self._clean = True
-        if hold > pos:
-            self._pos = hold
-            self._take(events, buffer[pos:hold] if pos or hold < end else buffer)
-        return True
+        return events
 
     def _trim(self) -> None:
         if self._pos > _TRIM_AT and not self.template.keeps_history:
@@ -209,6 +295,7 @@ class ResponseParser:
             self._run(events if self._record else None, eos=True, truncated=bool(truncated))
         self._output = finish_message(self.template, self._output)
         self._finalized = True
+        self._plain = False
         return self._output, events
 
     def _coerce_tool_calls(self, value: Any, *, typed: bool = False) -> Any:
@@ -554,6 +641,8 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     start = pos
     end = len(buffer)
     scan = item.delimiter.scan
+    if eos and end <= _SHORT_SEARCH:
+        return _short_search(item, buffer, pos, memo, key, base), end
     if memo is not None:
         start = max(pos, memo.get(key, 0) - base)
         held = memo.get((key, "held"))
@@ -565,6 +654,10 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
             if at >= pos and end - at < 2 * (then - at) and scan.completion.search(buffer, then) is None:
                 return None, at
             del memo[(key, "held")]
+        if not eos and first_candidate(scan, buffer, start) >= end:
+            # no trigger in the text since the last scan and no lead run at its end: nothing can start there
+            memo[key] = end + base
+            return None, end
     guards = None
     if scan.guards is not None:
         # where the literals of the pattern's unbounded lookbehinds occur (buffer positions), see scan._try
@@ -589,6 +682,72 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     if kind == "hold":
         return None, at
     return _settle_probe(item, buffer, match, end)
+
+
+def _find_short(watch: Watch, text: str, pos: int, found: dict) -> tuple | None:
+    """`find_delimiter` at the end of a short text (`_SHORT_SEARCH`), for one-shot parsing: one search per delimiter,
+    kept in `found` while the match lies ahead (short messages are mostly per-call setup, so this is lean)."""
+    best, best_key = None, None
+    for index, item in enumerate(watch.items):
+        hit = found.get(id(item))
+        if hit is None or hit[0] > pos or (hit[1] is not None and hit[1].start() < pos):
+            delimiter = item.delimiter
+            scan = delimiter.scan
+            if delimiter.literals is not None:
+                match = watch.singles[index].combined.search(text, pos)
+            elif scan is None:
+                match = _pattern_scan(item, text, pos, True)[0]
+            elif scan.safe:
+                try:
+                    regex_time_left()
+                except TimeoutError:
+                    raise RegexTimeoutError(
+                        timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(delimiter.regex.pattern)}")
+                    ) from None
+                match = delimiter.regex.search(text, first_candidate(scan, text, pos))
+            else:  # nested or adjacent repeats: the search keeps the time limit
+                match = _timed(item, delimiter.regex.search, text, first_candidate(scan, text, pos))
+            work[0] += len(text) - pos
+            found[id(item)] = (pos, match)
+        else:
+            match = hit[1]
+        if match is None:
+            continue
+        start = match.start()
+        key = (start, start - match.end(), item.rank)
+        if best_key is None or key < best_key:
+            best_key, best = key, (item, match, start)
+    if best is None or best[2] >= len(text):
+        return None  # as find_delimiter: nothing starts at the very end of the text
+    item, match, start = best
+    return item, start, match.end(), (match.groupdict() if item.delimiter.literals is None else None)
+
+
+def _short_search(item: WatchItem, buffer: str, pos: int, memo: dict | None, key: int, base: int) -> Any:
+    """At the end of a short text: one `search` (its cost is bounded by the square of `_SHORT_SEARCH` for a pattern
+    without nested or adjacent repeats; others keep the time limit), reused while the match found lies ahead. Same answer as
+    the candidate scan (which a search gives by definition), without its per-call setup: short messages are mostly
+    setup."""
+    if memo is not None:
+        found = memo.get((key, "found"))
+        if found is not None and found[0] is buffer and (found[1] is None or found[1].start() >= pos) and found[2] <= pos:
+            return found[1]
+    pattern = item.delimiter.regex
+    if item.delimiter.scan.safe:
+        try:
+            regex_time_left()
+        except TimeoutError:
+            raise RegexTimeoutError(
+                timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(pattern.pattern)}")
+            ) from None
+        match = pattern.search(buffer, first_candidate(item.delimiter.scan, buffer, pos))
+    else:  # nested or adjacent repeats: even a short text may take long, so the search keeps the time limit
+        match = _timed(item, pattern.search, buffer, first_candidate(item.delimiter.scan, buffer, pos))
+    work[0] += len(buffer) - pos
+    if memo is not None:
+        memo[(key, "found")] = (buffer, match, pos)
+        memo[key] = (match.start() if match is not None else len(buffer)) + base
+    return match
 
 
 # -- scanning helpers --------------------------------------------------------------------------------------------
@@ -752,10 +911,13 @@ def _parse_whole(
             captures or {}, output, tool_params, strip, malformed,
         )
 
+    short = len(text) <= _SHORT_SEARCH
     while True:
         if watch.literal_only:  # the common case, inlined
             match = watch.combined.search(text, pos)
             found = None if match is None else (watch.owner[match.group()], match.start(), match.end(), None)
+        elif short:
+            found = _find_short(watch, text, pos, memo)
         else:
             found, _ = find_delimiter(watch, text, pos, True, memo)
         if truncated and found is not None and current is not None and current != implicit:

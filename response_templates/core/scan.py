@@ -192,27 +192,34 @@ def _tail_run(sub) -> tuple[Charset, Charset] | None:
     return chars, run
 
 
-def _literal_branch(item) -> list | None:
-    """The literal text each alternative of a branch (or of a group holding only a branch) begins with, when every
-    alternative begins with some; else None."""
-    if item is None:
-        return None
-    op, av = item
-    if op is _C.SUBPATTERN and not (av[1] | av[2]) and len(av[3]) == 1:
-        return _literal_branch(list(av[3])[0])
-    if op is not _C.BRANCH or len(av[1]) > 16:
-        return None
-    texts = []
+def _literal_runs(items, depth: int = 0) -> list[str]:
+    """The literal texts a sequence that starts with a literal can begin with: its run of literal characters, each
+    extended by the runs of the alternatives that follow it when all of them start with a literal."""
+    run = []
+    index = 0
+    for op, av in items:
+        if op is not _C.LITERAL:
+            break
+        run.append(chr(av))
+        index += 1
+    head = "".join(run)
+    rest = list(items[index:])
+    if not head or not rest or depth > 4:
+        return [head]
+    op, av = rest[0]
+    if op is _C.SUBPATTERN and not (av[1] | av[2]):
+        branch = list(av[3])
+        if len(branch) == 1 and branch[0][0] is _C.BRANCH:
+            op, av = branch[0]
+    if op is not _C.BRANCH:
+        return [head]
+    runs = []
     for alternative in av[1]:
-        run = []
-        for next_op, next_av in alternative:
-            if next_op is not _C.LITERAL:
-                break
-            run.append(chr(next_av))
-        if not run:
-            return None
-        texts.append("".join(run))
-    return texts
+        alternative = list(alternative)
+        if not alternative or alternative[0][0] is not _C.LITERAL:
+            return [head]
+        runs.extend(head + tail for tail in _literal_runs(alternative, depth + 1))
+    return runs if len(runs) <= 16 else [head]
 
 
 def _starts(items) -> tuple[list, bool]:
@@ -221,17 +228,11 @@ def _starts(items) -> tuple[list, bool]:
     out: list = []
     for index, (op, av) in enumerate(items):
         if op is _C.LITERAL:
-            # a run of literal characters: the whole run must be there, so search for it (a prefilter)
-            run = []
-            for next_op, next_av in items[index:]:
-                if next_op is not _C.LITERAL:
-                    break
-                run.append(chr(next_av))
-            following = items[index + len(run)] if index + len(run) < len(items) else None
-            # `<(?:/tool_calls|eos>)` (Python's parser factors the `<` out of `</tool_calls>|<eos>`): search for
-            # each whole literal rather than for the `<`
-            for more in _literal_branch(following) or ("",):
-                out.append(("first", _charset(op, av), None, "".join(run) + more))
+            # a run of literal characters: the whole run must be there, so search for it (a prefilter); when
+            # alternatives of literals follow (`<(?:end_of_turn>|start>)`, as Python's parser factors out a common
+            # prefix), one run per alternative
+            for run in _literal_runs(items[index:]):
+                out.append(("first", _charset(op, av), None, run))
             return out, False
         if op in (_C.NOT_LITERAL, _C.ANY, _C.IN):
             out.append(("first", _charset(op, av), None, None))
@@ -389,6 +390,12 @@ class PatternScan:
     # characters or anywhere in the run of the class that follows it (a lookbehind such as `(?<=<tool_sep>\\s*)`)
     after_runs: tuple = ()
     after_run_sources: tuple = ()  # ((characters source, class source), ...) for the chunk fast path
+    # For one plain search over a short text: `triggers` compiled, how far before the position a search for them
+    # must begin (a near literal's start, an `after` character just before it), and a reverse search over the lead classes together (the first candidate is at or after
+    # the start of the lead run before the first trigger).
+    prefilter: object = None
+    back_reach: int = 0
+    lead_back: object = None
 
 
 def analyze(pattern: str) -> PatternScan | None:
@@ -487,6 +494,14 @@ def analyze(pattern: str) -> PatternScan | None:
         safe=not _risky(parsed),
         completion=_completion(parsed, original),
         **_guards(original),
+        # only for the kinds of starts first_candidate knows (a start before its trigger is a lead run's start)
+        prefilter=(
+            regex.compile("|".join(triggers) or "(?!)")
+            if all(k[0] in ("first", "after", "begin", "end") or (k[0] == "near" and len(k) == 4) for k in filters)
+            else None
+        ),
+        back_reach=max([most + len(literal) for literal, least, most, _ in near] + [1 if after.source() else 0]),
+        lead_back=regex.compile(f"(?r)(?!{'|'.join(by_lead)}).", regex.DOTALL) if by_lead else None,
     )
 
 
@@ -687,18 +702,19 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
     stop = min(limit, end)
     if scan.twin is not None:
         pattern = scan.twin
-    # the next candidate of each source, recomputed after it is examined
+    # the next candidate of each source (-1: not looked for yet), recomputed after it is examined; None once a
+    # source has no candidate up to `stop` (it stays so: the window only shrinks from the left)
     sources: list = []
     for trigger, lead, back, forward in scan.leads:
-        sources.append(["lead", trigger, lead, (back, forward), start, None])
+        sources.append(["lead", trigger, lead, (back, forward), start, -1])
     if scan.plain is not None:
-        sources.append(["plain", scan.plain, None, None, start, None])
+        sources.append(["plain", scan.plain, None, None, start, -1])
     if scan.after is not None:
-        sources.append(["after", scan.after, None, None, start, None])
+        sources.append(["after", scan.after, None, None, start, -1])
     for trigger, back in scan.after_runs:
-        sources.append(["after_run", trigger, back, [], None, None])
+        sources.append(["after_run", trigger, back, [], None, -1])
     for literal, size, least, most, back in scan.near:
-        sources.append(["near", literal, (size, least, most, back), [], max(0, start - most), None])
+        sources.append(["near", literal, (size, least, most, back), [], max(0, start - most), -1])
     fixed: list[int] = []
     if scan.begin and start == 0:
         fixed.append(0)
@@ -716,7 +732,7 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
         best = None
         for source in sources:
             cand = source[5]
-            if cand is None or cand <= tried:
+            if cand is not None and cand <= tried:
                 cand = _next(source, buffer, pos, max(start, tried + 1), stop, end)
                 source[5] = cand
             if cand is not None and (best is None or cand < best):
@@ -1061,7 +1077,25 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
         anchor_from = at + 1
 
 
-__all__ = ["PatternScan", "analyze", "scan_pattern", "work", "regex_time_left"]
+def first_candidate(scan: PatternScan, buffer: str, pos: int) -> int:
+    """A position at or after `pos` before which no match of the pattern can start, now or once more text comes (the
+    first candidate, or a little before it): the start of the lead run before the first trigger (or the first
+    beginning of one at the end of the text), or of a lead run that ends the text; the text's length when none."""
+    if scan.prefilter is None or (scan.begin and pos == 0):
+        return pos
+    end = len(buffer)
+    first = end
+    found = scan.prefilter.search(buffer, max(0, pos - scan.back_reach), partial=True)  # a trigger cut by the end counts
+    if found is not None:
+        first = found.start()
+    if scan.lead_back is not None and first > pos:
+        # back over the lead run before the first trigger (or, without one, over the run that ends the text)
+        found = scan.lead_back.search(buffer, pos, first)
+        first = found.end() if found is not None else pos
+    return max(first, pos)
+
+
+__all__ = ["PatternScan", "analyze", "scan_pattern", "work", "regex_time_left", "first_candidate"]
 
 
 @dataclass(frozen=True)
@@ -1075,6 +1109,15 @@ class FastPath:
     after: object  # regex of the characters an `after` start follows, or None
     begin: bool
     reach: int  # how far before the chunk a trigger may still make a candidate in it
+    # The ASCII characters that can begin a trigger (an ASCII chunk without any of them cannot make a candidate),
+    # and the ASCII characters of the lead classes.
+    chars: frozenset = frozenset()
+    lead_chars: frozenset = frozenset()
+    single: object = None  # the one entry of `leads`, when there is one
+    lead_string: str = ""  # the ASCII characters of that one lead class
+
+
+_ASCII = tuple(map(chr, range(128)))
 
 
 def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
@@ -1087,11 +1130,22 @@ def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
     after = [scan.after.pattern for scan in scans if scan.after is not None]
     # a start may follow a character of the set and a run of the class (which may reach the chunk)
     after += [f"{chars}|(?<=(?:{chars})(?:{run})*)(?:{run})" for scan in scans for chars, run in scan.after_run_sources]
+    trigger = regex.compile("|".join(triggers)) if triggers else None
+    any_lead = regex.compile("|".join(lead_sources)) if lead_sources else None
+    leads = tuple(regex.compile(f"(?r)(?!{source}).", regex.DOTALL) for source in lead_sources)
     return FastPath(
-        trigger=regex.compile("|".join(triggers)) if triggers else None,
-        any_lead=regex.compile("|".join(lead_sources)) if lead_sources else None,
-        leads=tuple(regex.compile(f"(?r)(?!{source}).", regex.DOTALL) for source in lead_sources),
+        trigger=trigger,
+        any_lead=any_lead,
+        leads=leads,
+        single=leads[0] if len(leads) == 1 else None,
+        lead_string="".join(char for char in _ASCII if len(leads) == 1 and any_lead.match(char) is not None),
         after=regex.compile("|".join(after)) if after else None,
         begin=any(scan.begin for scan in scans),
         reach=max((most + size for scan in scans for _, size, _, most, _ in scan.near), default=0),
+        chars=frozenset(char for char in _ASCII if trigger is not None and _begins(trigger.match(char, partial=True))),
+        lead_chars=frozenset(char for char in _ASCII if any_lead is not None and any_lead.match(char) is not None),
     )
+
+
+def _begins(found) -> bool:
+    return found is not None and found.end() > found.start()
