@@ -65,6 +65,13 @@ def _assemble(deltas):
     return {"reasoning": message["reasoning"] or None, "content": message["content"] or None, "calls": calls}
 
 
+def _one_shot(parser, output, request, output_ids):
+    """The plugin's one-shot parse, in the shape `_expected` gives."""
+    reasoning, content, calls = parser.parse(output, request, enable_auto_tools=True, model_output_token_ids=output_ids)
+    return {"reasoning": reasoning or None, "content": content or None,
+            "calls": [{"name": c.name, "arguments": c.arguments} for c in calls or ()]}
+
+
 def _expected(openai):
     calls = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
              for c in openai.get("tool_calls") or ()]
@@ -136,11 +143,7 @@ def test_every_corpus_case_one_shot_and_streamed(name, monkeypatch):
         parser = parser_cls(tokenizer, request.tools)
         request = parser.adjust_request(request)
         parser.set_prompt_token_ids(prompt_ids)
-        reasoning, content, calls = parser.parse(case["output"], request, enable_auto_tools=True,
-                                                 model_output_token_ids=output_ids)
-        one_shot = {"reasoning": reasoning or None, "content": content or None,
-                    "calls": [{"name": c.name, "arguments": c.arguments} for c in calls or ()]}
-        assert one_shot == expected, (name, case["name"])
+        assert _one_shot(parser, case["output"], request, output_ids) == expected, (name, case["name"])
 
         deltas = _stream(parser_cls(tokenizer, request.tools), tokenizer, request, prompt_ids, output_ids)
         assert _assemble(deltas) == expected, (name, case["name"])
@@ -206,11 +209,7 @@ def test_damaged_outputs_follow_the_malformed_policy(name, policy, monkeypatch):
         expected = _expected(ours)
         if not case.get("tools"):
             expected["calls"] = []  # no tools in the request: vLLM parses no calls
-        reasoning, content, calls = parser.parse(case["output"], request, enable_auto_tools=True,
-                                                 model_output_token_ids=output_ids)
-        one_shot = {"reasoning": reasoning or None, "content": content or None,
-                    "calls": [{"name": c.name, "arguments": c.arguments} for c in calls or ()]}
-        assert one_shot == expected, (name, case["name"])
+        assert _one_shot(parser, case["output"], request, output_ids) == expected, (name, case["name"])
         deltas = _stream(parser_cls(tokenizer, request.tools), tokenizer, request, prompt_ids, output_ids)
         # The core's own streamed parse, fed the same pieces: for Llama 3.1, Llama 4 and Granite 3 the kept text of
         # a malformed call may lack the end-of-turn marker that one-shot parsing keeps (README, "Damaged output").
