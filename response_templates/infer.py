@@ -235,6 +235,7 @@ class _Turn:
     anchor_suffix: str = ""  # a reasoning close the generation prompt may write right after the anchor
     empty_reasoning: tuple = ()  # (open, close) of the reasoning markers, to drop empty blocks from call probes
     end: str = ""  # end-of-turn marker
+    unprefilled: list = field(default_factory=list)  # anchors whose generation prompt does not open the reasoning
 
 
 @dataclass
@@ -505,6 +506,7 @@ def _split_prefill(turn: _Turn, reasoning: _Reasoning | None) -> None:
     turn.anchors = [a for a, _ in cut]
     turn.anchor = cut[0][0]
     turn.prefill = cut[0][1]
+    turn.unprefilled = [a for a, p in cut if not p.strip()]
 
 
 def _optional_anchor_suffix(r: _Renderer, turn: _Turn, reasoning: _Reasoning | None, kwargs: dict | None) -> None:
@@ -547,6 +549,17 @@ def _dropped_prefill(r: _Renderer, kwargs: dict, reasons: list[str]) -> None:
         r.synthesis = {"prefill": prefill, "close": ""}
         reasons.append(f"with thinking off the generation prompt writes {prefill!r}, which the rendered turn drops: "
                        "the turn is verified as written after it")
+
+
+def _prefilled_everywhere(turn: _Turn, reasons: list[str]) -> bool:
+    """Whether every generation prompt the chat template writes opens the reasoning (then a generation parsed
+    without its prompt starts inside it). When some do not (no reasoning opener after a tool result), only the
+    prompt passed as prefix says whether the reasoning is open: a bare turn start is read as content."""
+    if not turn.unprefilled:
+        return True
+    reasons.append("reasoning: the generation prompt opens it after " + repr(turn.anchor) + " but not after "
+                   + ", ".join(repr(a) for a in turn.unprefilled) + ": the prompt (prefix) says when it is open")
+    return False
 
 
 def _tail_token(text: str) -> str:
@@ -1505,7 +1518,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         _dropped_prefill(r, scenarios[1]["render_kwargs"], reasons)
     thinking = reasoning or guessed
     if not scenarios and thinking is not None and (thinking.prefilled or turn.prefill.strip() == thinking.open):
-        thinking.always = True
+        thinking.always = _prefilled_everywhere(turn, reasons)
     template = _build(turn, reasoning or guessed, calls)
     supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
                 "parallel_tool_calls": calls is not None and not any(x.startswith("parallel") for x in reasons)}
