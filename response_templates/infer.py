@@ -194,7 +194,9 @@ _COMMON_EOS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end
 
 # Special-token-like markup: <|x|>, <x>, </x>, [X], <｜x｜>.
 # Gemma 4 uses half-barred ones: <|turn>, <turn|>.
-_TOKEN = re.compile(r"<\|[^<>]*?\|>|<｜[^<>]*?｜>|</?｜[^<>]*?>|<\|[^<>|\s]+>|<[A-Za-z_][^<>|\s]*\|>|</?[A-Za-z_][^<>\s]*(?:\s[^<>]*)?>"
+# A lowercase word between two special tokens (<|open|>think<|sep|>, <|channel|>final<|message|>) names a section
+# and is one marker with them; a role name there (<|start|>assistant<|channel|>) belongs to the turn header instead.
+_TOKEN = re.compile(r"<\|[^<>|\s]+\|>(?!(?:assistant|user|system|tool)<)[a-z][a-z_]*<\|[^<>|\s]+\|>|<\|[^<>]*?\|>|<｜[^<>]*?｜>|</?｜[^<>]*?>|<\|[^<>|\s]+>|<[A-Za-z_][^<>|\s]*\|>|</?[A-Za-z_][^<>\s]*(?:\s[^<>]*)?>"
                     r"|\[/?[A-Z_]+\]")
 
 
@@ -1074,6 +1076,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     value_suffix = _cut_to_token(t1[:_common_prefix_len(t1, t2)])
     if not key_prefix.strip() or not value_suffix.strip():
         raise InferenceError(f"tool calls: parameter markup not found around keys and values in {one!r}")
+    key_prefix = _after_value_suffix(t1, value_suffix, key_prefix)
     header_tail = t0[: t0.rindex(key_prefix.strip())]
     call_close_all = t2[t2.index(value_suffix.strip()) + len(value_suffix.strip()):]
     head = one[:at]
@@ -1114,7 +1117,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     stop = header_tail.strip()[:1]
     name_chars = "[^\\s<>\"'" + (re.escape(stop) if stop and stop not in "<>\"'" else "") + "]+"
     calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>" + name_chars + ")"
-                  + _esc(header_tail.rstrip()))
+                  + _generalise(header_tail.rstrip()))
     parts = call_head.split()
     if len(parts) > 1 and not block_open.strip():
         # Models sometimes drop the outer opener (<tool_call>) and write the inner one (<function=...>) alone:
@@ -1122,8 +1125,8 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
         first_close = _TOKEN.search(call_close)
         ahead = [_esc(key_prefix.strip())] + ([re.escape(first_close.group(0))] if first_close else [])
         calls.open = (r"\s*(?:" + _esc(parts[0]) + r"\s*" + _generalise(" ".join(parts[1:])) + "|"
-                      + _generalise(" ".join(parts[1:])) + r"(?=[^\n<>]*" + _esc(header_tail.rstrip()) + r"\s*(?:"
-                      + "|".join(ahead) + r")))\s*(?P<name>" + name_chars + ")" + _esc(header_tail.rstrip()))
+                      + _generalise(" ".join(parts[1:])) + r"(?=[^\n<>]*" + _generalise(header_tail.rstrip()) + r"\s*(?:"
+                      + "|".join(ahead) + r")))\s*(?P<name>" + name_chars + ")" + _generalise(header_tail.rstrip()))
     ending = _esc(call_close.strip())
     # A call ends at its closing markup right after a complete parameter (or right after the header when it has
     # none), so the same markup written inside a value does not end it.
@@ -1163,6 +1166,17 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     return calls
 
 
+def _after_value_suffix(between: str, value_suffix: str, key_prefix: str) -> str:
+    """The key's opening markup, without a marker it shares with the value's closing markup: between two
+    parameters (`<|close|>argument<|sep|><|open|>argument key="`) the common prefix and the common suffix may both
+    claim the same marker (`<|sep|>`); it closes the value."""
+    at = between.find(value_suffix.strip())
+    rest = between[at + len(value_suffix.strip()):] if at >= 0 else between
+    if at < 0 or rest.rstrip().endswith(key_prefix.strip()) or not rest.strip():
+        return key_prefix
+    return _cut_after_token(rest)
+
+
 def _infix_pattern(a: str, b: str) -> str:
     # A newline the chat template writes before a value is markup (models may leave it out); whitespace between
     # two markers is layout.
@@ -1171,7 +1185,9 @@ def _infix_pattern(a: str, b: str) -> str:
     typed = _typed_infix(a, b)
     if typed is not None:
         head, first, second, tail = typed
-        return _esc_loose(head) + "(?P<vtype>" + re.escape(first) + "|" + re.escape(second) + ")" + _esc(tail)
+        # Any type word is accepted: the probes show the string one and one other; the other types a schema names
+        # (boolean, array, object) are JSON values like the number.
+        return _esc_loose(head) + r"(?P<vtype>\w+)" + _esc(tail)
     p = _common_prefix_len(a, b)
     s = min(_common_suffix_len(a, b), min(len(a), len(b)) - p)
     return _esc(a[:p]) + "[^<>]*?" + _esc(a[len(a) - s:])

@@ -528,7 +528,7 @@ def test_coverage_does_not_regress(coverage_rows):
 
 # Issue 13 asks for 85%; measured on the shared folder today: 83 of 111 (README "Inferring a template"). This floor
 # guards what works against regressions; raise it as inference improves.
-COVERAGE_FLOOR = 0.75
+COVERAGE_FLOOR = 0.76
 
 
 @needs_folder
@@ -593,3 +593,44 @@ def test_reasoning_is_open_at_the_start_only_when_every_generation_prompt_opens_
 def test_deepseek_r1_answers_after_tool_results_are_content(coverage_rows):
     row = _row(coverage_rows, "deepseek-ai--DeepSeek-R1.jinja")
     assert row.inferred and row.corpus_same == row.corpus_total, row.corpus_diff
+
+
+SECTIONED = """{%- macro type(v) %}{% if v is string %}string{% elif v is boolean %}boolean{% elif v is number %}number\
+{% else %}object{% endif %}{% endmacro -%}
+{%- for m in messages %}
+{%- if m.role == 'assistant' %}<|open|>assistant<|sep|>{% if m.reasoning_content %}<|open|>think<|sep|>\
+{{ m.reasoning_content }}<|close|>think<|sep|>{% endif %}<|open|>answer<|sep|>{{ m.content or '' }}<|close|>answer<|sep|>\
+{% if m.tool_calls %}<|open|>calls<|sep|>{% for c in m.tool_calls %}<|open|>call name="{{ c.function.name }}" \
+n="{{ loop.index }}"<|sep|>{% for k, v in c.function.arguments.items() %}<|open|>arg key="{{ k }}" type="{{ type(v) }}"\
+<|sep|>{{ v if v is string else v | tojson }}<|close|>arg<|sep|>{% endfor %}<|close|>call<|sep|>{% endfor %}\
+<|close|>calls<|sep|>{% endif %}<|close|>msg<|sep|><|eom|>
+{%- else %}<|open|>{{ m.role }}<|sep|>{{ m.content }}<|close|>msg<|sep|><|eom|>
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|open|>assistant<|sep|>{% endif %}"""
+
+
+def test_markers_made_of_two_special_tokens_and_a_word():
+    """<|open|>think<|sep|> is one marker: the word between two special tokens names the section. Call headers
+    number their calls (n="1", n="2"), and the type word of a parameter may be any type (boolean, object)."""
+    result = infer_template(SECTIONED)
+    assert result.ok, result.reasons
+    markers = result.markers
+    assert (markers["reasoning_open"], markers["reasoning_close"]) == ("<|open|>think<|sep|>", "<|close|>think<|sep|>")
+    assert (markers["content_open"], markers["content_close"]) == ("<|open|>answer<|sep|>", "<|close|>answer<|sep|>")
+    assert markers["tool_calls.parameter_open"] == '<|open|>arg key="'  # the <|sep|> before it closes the value
+    output = ('<|open|>think<|sep|>Two.<|close|>think<|sep|><|open|>answer<|sep|>Sure.<|close|>answer<|sep|>'
+              '<|open|>calls<|sep|><|open|>call name="get_weather" n="1"<|sep|><|open|>arg key="city" type="string"<|sep|>'
+              '07<|close|>arg<|sep|><|open|>arg key="hourly" type="boolean"<|sep|>true<|close|>arg<|sep|>'
+              '<|open|>arg key="opts" type="object"<|sep|>{"a": [1]}<|close|>arg<|sep|><|close|>call<|sep|>'
+              '<|open|>call name="get_time" n="2"<|sep|><|close|>call<|sep|><|close|>calls<|sep|><|close|>msg<|sep|><|eom|>')
+    assert parse_response(output, result.template, prefix="<|open|>user<|sep|>Hi<|close|>msg<|sep|><|eom|><|open|>assistant<|sep|>") == {
+        "role": "assistant", "reasoning_content": "Two.", "content": "Sure.",
+        "tool_calls": [_call("get_weather", {"city": "07", "hourly": True, "opts": {"a": [1]}}), _call("get_time", {})]}
+
+
+@needs_folder
+def test_kimi_k3_sections_are_inferred(coverage_rows):
+    row = _row(coverage_rows, "llamacpp--Kimi-K3.jinja")
+    assert row.inferred, row.result.reasons
+    assert row.corpus_same == row.corpus_total == 8, row.corpus_diff
