@@ -564,6 +564,32 @@ def _prefilled_everywhere(turn: _Turn, reasons: list[str]) -> bool:
     return False
 
 
+def _dropped_opener_before_calls(r: _Renderer, thinking: _Reasoning | None, reasons: list[str]) -> None:
+    """The generation prompt ends by opening the reasoning (<think>) and the chat template renders a last turn with
+    calls without that opener: the model writes its reasoning, closes it, then the calls. Verify then reads the turn
+    as written after the prefilled opener (with the reasoning and its closing marker synthesised)."""
+    if r.synthesis is not None or thinking is None:
+        return
+    message = {"role": "assistant", "content": "", "tool_calls": [_call(*_CALL_A, _CALL_IDS[0])]}
+    for mode in ("dict", "json_string"):
+        r.arguments = mode
+        try:
+            prompt = r.render([_user()], True, True)
+            full = r.render([_user(), message], True, False)
+        except Exception:
+            continue
+        at = prompt.rfind(thinking.open)
+        if full.startswith(prompt) or at < 0 or prompt[at + len(thinking.open):].strip():
+            continue
+        if full.startswith(prompt[:at]) and _CALL_A[0] in full[at:]:
+            r.synthesis = {"prefill": prompt[at:], "close": "\n" + thinking.close + "\n\n"}
+            reasons.append(f"the generation prompt opens the reasoning ({prompt[at:]!r}) and the chat template renders "
+                           "a turn with calls without that opener: the turn is verified as written after it, with the "
+                           f"reasoning closed by {thinking.close!r} (synthesised)")
+            break
+    r.arguments = "dict"
+
+
 def _tail_token(text: str) -> str:
     tokens = list(_TOKEN.finditer(text))
     if tokens and not text[tokens[-1].end():].strip():
@@ -1503,6 +1529,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     if reasoning or guessed:
         turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
     calls = None
+    if arguments_error is not None:
+        _dropped_opener_before_calls(r, reasoning or guessed, reasons)
     if arguments_error is not None:
         try:  # again, now that the probes carry what the chat template needs (reasoning, a synthesised close)
             _choose_arguments_mode(r)

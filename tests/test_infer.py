@@ -528,7 +528,7 @@ def test_coverage_does_not_regress(coverage_rows):
 
 # Issue 13 asks for 85%; measured on the shared folder today: 83 of 111 (README "Inferring a template"). This floor
 # guards what works against regressions; raise it as inference improves.
-COVERAGE_FLOOR = 0.76
+COVERAGE_FLOOR = 0.77
 
 
 @needs_folder
@@ -634,3 +634,32 @@ def test_kimi_k3_sections_are_inferred(coverage_rows):
     row = _row(coverage_rows, "llamacpp--Kimi-K3.jinja")
     assert row.inferred, row.result.reasons
     assert row.corpus_same == row.corpus_total == 8, row.corpus_diff
+
+
+OPENER_DROPPED_BEFORE_CALLS = """{%- for m in messages %}
+{%- if m.role == 'assistant' %}<|assistant|>{% if m.tool_calls %}<calls>{{ m.tool_calls | map(attribute='function') \
+| list | tojson }}</calls>{% else %}<think>
+{{ m.content.split('</think>')[-1] }}{% endif %}<|end|>
+{%- else %}<|{{ m.role }}|>{{ m.content }}<|end|>
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|assistant|><think>
+{% endif %}"""
+
+
+def test_a_reasoning_opener_the_rendered_call_turn_drops_is_synthesised():
+    result = infer_template(OPENER_DROPPED_BEFORE_CALLS)
+    assert result.ok, result.reasons
+    assert any("synthesised" in r for r in result.reasons), result.reasons
+    assert result.options["reasoning_synthesis"]["prefill"] == "<think>\n"
+    output = 'Need weather.\n</think>\n\n<calls>[{"name": "get_weather", "arguments": {"city": "Oslo"}}]</calls><|end|>'
+    assert parse_response(output, result.template, prefix="<|user|>Hi<|end|><|assistant|><think>\n") == {
+        "role": "assistant", "reasoning_content": "Need weather.",
+        "tool_calls": [_call("get_weather", {"city": "Oslo"})]}
+
+
+@needs_folder
+def test_nemotron_nano_v2_calls_after_a_prefilled_think_are_inferred(coverage_rows):
+    row = _row(coverage_rows, "nvidia--NVIDIA-Nemotron-Nano-9B-v2.jinja")
+    assert row.inferred, row.result.reasons
+    assert row.corpus_same == row.corpus_total == 11, row.corpus_diff
