@@ -336,6 +336,7 @@ def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
     elif _TOKEN.search(opener):
         # Keep only the opener itself: what precedes it belongs to the turn's lead-in.
         opener = opener[list(_TOKEN.finditer(opener))[-1].start():] if not _TOKEN.fullmatch(opener.strip()) else opener
+        opener = _with_header(generation[:at], opener)
     closer = generation[at + len(_REASONING):content_at]
     if not opener.strip() or not closer.strip():
         reasons.append(f"reasoning: no markers around it (open {opener!r}, close {closer!r})")
@@ -411,7 +412,7 @@ def _find_turn(r: _Renderer, reasoning: _Reasoning | None, reasons: list[str]) -
     if reasoning is not None and reasoning.close in lead:
         lead = lead[lead.index(reasoning.close) + len(reasoning.close):]
     turn.before_content = generation[:at]
-    turn.content_open = _content_wrapper(lead, reasoning)
+    turn.content_open = _with_header(lead, _content_wrapper(lead, reasoning))
     turn.end = _first_token(generation[at + len(_CONTENT):])
     if not turn.end:
         # Nothing follows the turn itself (GLM): the model stops with the next turn's header.
@@ -476,6 +477,18 @@ def _next_header(r: _Renderer) -> str:
     if _CONTENT not in text:
         return ""
     return _first_token(text[text.index(_CONTENT) + len(_CONTENT):])
+
+
+def _with_header(lead: str, marker: str) -> str:
+    """A marker with the header words written right before it on the same line, with no other markup (the turn's
+    anchor `<|start|>assistant` continues with ` to=self<|message|>`): those words address the section (reasoning
+    to=self, the answer to=user) and are part of its opening marker."""
+    if not marker or not lead.endswith(marker) or not _TOKEN.fullmatch(marker):
+        return marker
+    head = lead[: len(lead) - len(marker)]
+    if head.strip() and re.fullmatch(r"[ \t]*[\w.:-]+=[\w.:-]+", head):
+        return head.strip() + marker
+    return marker
 
 
 def _content_wrapper(lead: str, reasoning: _Reasoning | None) -> str:
@@ -1131,28 +1144,32 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
            + _esc(value_suffix.strip()) + follow + r"|\s*(?=" + _esc(key_prefix.strip()) + r"|\Z))")
     # Split the head and the close into what each call repeats and what wraps them all.
     block_open, call_head, call_close, block_close = "", head, call_close_all, ""
+    between = ""
     if two is not None and _CALL_B[0] in two:
         b = two.index(_CALL_B[0])
         last_value = two.rfind(value_suffix.strip(), 0, b)
         if last_value >= 0:
             mid = two[last_value + len(value_suffix.strip()):b]
             block_open, call_head, call_close, block_close = _split_repeat(head, call_close_all, mid)
+            between = mid[len(call_close): len(mid) - len(call_head)]
     if not call_head.strip() and not block_open.strip():
         raise InferenceError("tool calls: no marker before the call's name")
     calls = _Calls(kind="xml", content="xml-inline")
     stop = header_tail.strip()[:1]
     name_chars = "[^\\s<>\"'" + (re.escape(stop) if stop and stop not in "<>\"'" else "") + "]+"
     calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>" + name_chars + ")"
-                  + _generalise(header_tail.rstrip()))
+                  + _header_tail_pattern(header_tail))
     parts = call_head.split()
-    if len(parts) > 1 and not block_open.strip():
+    if len(parts) > 1 and not block_open.strip():  # (the separator between calls is added below)
         # Models sometimes drop the outer opener (<tool_call>) and write the inner one (<function=...>) alone:
         # accept it when parameters or the call's closing markup follow.
         first_close = _TOKEN.search(call_close)
         ahead = [_esc(key_prefix.strip())] + ([re.escape(first_close.group(0))] if first_close else [])
         calls.open = (r"\s*(?:" + _esc(parts[0]) + r"\s*" + _generalise(" ".join(parts[1:])) + "|"
-                      + _generalise(" ".join(parts[1:])) + r"(?=[^\n<>]*" + _generalise(header_tail.rstrip()) + r"\s*(?:"
-                      + "|".join(ahead) + r")))\s*(?P<name>" + name_chars + ")" + _generalise(header_tail.rstrip()))
+                      + _generalise(" ".join(parts[1:])) + r"(?=[^\n<>]*" + _header_tail_pattern(header_tail, name_chars)
+                      + r"\s*(?:" + "|".join(ahead) + r")))\s*(?P<name>" + name_chars + ")"
+                      + _header_tail_pattern(header_tail))
+    calls.open = _after_separator(calls.open, between)
     ending = _esc(call_close.strip())
     # A call ends at its closing markup right after a complete parameter (or right after the header when it has
     # none), so the same markup written inside a value does not end it.
@@ -1201,6 +1218,28 @@ def _after_value_suffix(between: str, value_suffix: str, key_prefix: str) -> str
     if at < 0 or rest.rstrip().endswith(key_prefix.strip()) or not rest.strip():
         return key_prefix
     return _cut_after_token(rest)
+
+
+def _header_tail_pattern(header_tail: str, name_chars: str | None = None) -> str:
+    """A regex for the markup after a call's name. The header may write the name again (to=NAME<|message|>
+    <invoke name="NAME">): the second time it is the same name (a backreference, or `name_chars` where the name
+    has not been read yet)."""
+    text, name = header_tail.rstrip(), _CALL_A[0]
+    if name not in text:
+        return _generalise(text)
+    return ("(?P=name)" if name_chars is None else name_chars).join(_generalise(part) for part in text.split(name))
+
+
+def _after_separator(open_pattern: str, between: str) -> str:
+    """Markup the chat template writes between two calls besides each call's own (a message end and a new message
+    header, <|eom|><|start|>assistant): accepted before a call's opener, whole or from any of its markers on (an
+    earlier section may have ended with the first of them)."""
+    if not between.strip() or not open_pattern.startswith(r"\s*"):
+        return open_pattern
+    text = between.strip()
+    starts = [m.start() for m in _TOKEN.finditer(text)] or [0]
+    tails = [_esc_loose(text[at:]) for at in dict.fromkeys([0] + starts)]
+    return r"\s*(?:(?:" + "|".join(tails) + r")\s*)?" + open_pattern[len(r"\s*"):]
 
 
 def _infix_pattern(a: str, b: str) -> str:

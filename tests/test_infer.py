@@ -528,7 +528,7 @@ def test_coverage_does_not_regress(coverage_rows):
 
 # Issue 13 asks for 85%; measured on the shared folder today: 83 of 111 (README "Inferring a template"). This floor
 # guards what works against regressions; raise it as inference improves.
-COVERAGE_FLOOR = 0.77
+COVERAGE_FLOOR = 0.78
 
 
 @needs_folder
@@ -663,3 +663,43 @@ def test_nemotron_nano_v2_calls_after_a_prefilled_think_are_inferred(coverage_ro
     row = _row(coverage_rows, "nvidia--NVIDIA-Nemotron-Nano-9B-v2.jinja")
     assert row.inferred, row.result.reasons
     assert row.corpus_same == row.corpus_total == 11, row.corpus_diff
+
+
+ADDRESSED = """{%- for m in messages %}
+{%- if m.role == 'assistant' %}
+{%- if m.reasoning_content %}<|start|>assistant to=self<|message|>{{ m.reasoning_content }}<|eom|>{% endif %}
+{%- if m.tool_calls %}{% for c in m.tool_calls %}<|start|>assistant to={{ c.function.name }}<|message|><invoke \
+name="{{ c.function.name }}">
+{% for k, v in c.function.arguments.items() %}<param name="{{ k }}">{{ v if v is string else v | tojson }}</param>
+{% endfor %}</invoke>{{ '<|eot|>' if loop.last else '<|eom|>' }}{% endfor %}
+{%- else %}<|start|>assistant to=user<|message|>{{ m.content }}<|eot|>{% endif %}
+{%- else %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|eot|>
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|start|>assistant{% endif %}"""
+
+
+def test_messages_addressed_in_their_header():
+    """Each section of the turn is a message whose header says who it is for (to=self: reasoning, to=user: the
+    answer, to=NAME: a call, which writes the name again inside). Between two calls the chat template ends one
+    message and starts the next (<|eom|><|start|>assistant)."""
+    result = infer_template(ADDRESSED)
+    assert result.ok, result.reasons
+    assert result.markers["reasoning_open"] == "to=self<|message|>"
+    assert result.markers["content_open"] == "to=user<|message|>"
+    prompt = "<|start|>user<|message|>Hi<|eot|><|start|>assistant"
+    output = (' to=self<|message|>Two calls.<|eom|><|start|>assistant to=get_weather<|message|><invoke name="get_weather">\n'
+              '<param name="city">Paris</param>\n</invoke><|eom|><|start|>assistant to=get_time<|message|>'
+              '<invoke name="get_time">\n</invoke><|eot|>')
+    assert parse_response(output, result.template, prefix=prompt) == {
+        "role": "assistant", "reasoning_content": "Two calls.",
+        "tool_calls": [_call("get_weather", {"city": "Paris"}), _call("get_time", {})]}
+    # The name written again must be the same name: a header that disagrees with itself is not a call.
+    assert "tool_calls" not in parse_response(' to=get_weather<|message|><invoke name="other">\n</invoke><|eot|>',
+                                              result.template, prefix=prompt)
+
+
+@needs_folder
+def test_muse_glimmer_addressed_messages_are_inferred(coverage_rows):
+    row = _row(coverage_rows, "trl/muse_glimmer.jinja")
+    assert row.inferred and row.renders_calls, row.result.reasons
