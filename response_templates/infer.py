@@ -237,6 +237,7 @@ class _Turn:
     anchor_suffix: str = ""  # a reasoning close the generation prompt may write right after the anchor
     empty_reasoning: tuple = ()  # (open, close) of the reasoning markers, to drop empty blocks from call probes
     end: str = ""  # end-of-turn marker
+    citation: tuple = ()  # (span open tag, close tag head) of the grounding markup the prompt describes
     unprefilled: list = field(default_factory=list)  # anchors whose generation prompt does not open the reasoning
 
 
@@ -1289,6 +1290,43 @@ def _cut_after_token(text: str) -> str:
     return stripped
 
 
+# Render switches that turn on grounded answers (cited spans), tried only when the chat template reads them, with
+# documents: the prompt then describes the citation markup the model writes. (A short list of switch names seen in
+# chat templates, not read from the rendering: a template with another name for it keeps its citations as text.)
+_GROUNDING_SWITCHES = (("enable_citations", True), ("grounding", "enabled"), ("citation_mode", "accurate"))
+_DOCUMENTS = [{"title": "DOCUMENT_TITLE_PROBE", "text": "DOCUMENT_TEXT_PROBE"}]
+
+
+def _citation_markup(r: _Renderer, reasons: list[str]) -> tuple:
+    """(span open tag, close tag head) when the prompt, rendered with documents and grounding on, shows an example
+    of cited span markup: a tag pair whose closing tag lists the sources (<co>span</co: 0:[1,2]>)."""
+    kwargs = {"documents": _DOCUMENTS}
+    kwargs.update({k: v for k, v in _GROUNDING_SWITCHES if re.search(r"\b%s\b" % k, r.source)})
+    other = _Renderer(r.source, dict(r.kwargs, **kwargs))
+    other.tools_always = r.tools_always
+    try:
+        text = other.render([_user()], True, True)
+    except Exception:
+        return ()
+    match = re.search(r"<(\w+)>\w+</\1(:[^<>\"\n]*)>", text)
+    if not match:
+        return ()
+    reasons.append(f"content: grounded answers mark cited spans as {match.group(0)!r} (described by the prompt "
+                   "with documents): the markers are dropped, the cited text kept in place")
+    return f"<{match.group(1)}>", f"</{match.group(1)}:"
+
+
+def _citation_spans(turn: _Turn, content: dict, closes: list[str]) -> None:
+    """Cited-span markers end a piece of content (no whitespace taken: it is the text's own) and the text after
+    them continues it, so 'foo <co>bar</co: 0:[1]>.' reads 'foo bar.'."""
+    if not turn.citation:
+        return
+    opening, closing = re.escape(turn.citation[0]), re.escape(turn.citation[1]) + r"[^<>\n]{0,200}>"
+    closes += [opening, closing]
+    if "open_pattern" in content:  # an explicit field: the text after a marker opens it again
+        content["open_pattern"] += "|(?<=" + opening + ")|(?<=" + closing + ")"
+
+
 # ---------------------------------------------------------------------------------------------
 # Assembling the template.
 
@@ -1402,6 +1440,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         # A reasoning close written again after the reasoning ended is markup: dropped from the content (the text
         # after it, with its whitespace, continues the content).
         closes.append(r"\s*" + _alternation([reasoning.close] + [b for _, b in reasoning.also]))
+    _citation_spans(turn, content, closes)
     if closes:
         content["close_pattern"] = "|".join(closes)
     # Text is kept as written (no strip): whitespace before markup belongs to the markup's pattern, trailing
@@ -1597,6 +1636,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             # <|observation|>): the model stops there.
             turn.extra_ends.append(header)
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
+    turn.citation = _citation_markup(r, reasons)
     if scenarios and r.synthesis is None:
         _dropped_prefill(r, scenarios[1]["render_kwargs"], reasons)
     thinking = reasoning or guessed

@@ -703,3 +703,29 @@ def test_messages_addressed_in_their_header():
 def test_muse_glimmer_addressed_messages_are_inferred(coverage_rows):
     row = _row(coverage_rows, "trl/muse_glimmer.jinja")
     assert row.inferred and row.renders_calls, row.result.reasons
+
+
+GROUNDED = """{%- if documents %}<|system|>Documents: {{ documents | tojson }}
+{%- if enable_citations %} Cite them: write "<cite>span</cite: 0:[1]>" around a span supported by result 1 of \
+document 0.{% endif %}<|end|>{% endif %}""" + JSON_TAGS
+
+
+def test_cited_span_markup_the_prompt_describes_is_dropped_from_content():
+    result = infer_template(GROUNDED)
+    assert result.ok, result.reasons
+    assert any("cited spans" in r for r in result.reasons), result.reasons
+    output = "The sky is <cite>blue</cite: 0:[0]> and <cite>grass</cite: 1:[2,3]> is green.<|end|>"
+    assert parse_response(output, result.template, prefix=PROMPT) == {
+        "role": "assistant", "content": "The sky is blue and grass is green."}
+    # Without a grounding switch in the chat template, such markup is text like any other.
+    plain = infer_template(JSON_TAGS)
+    assert parse_response(output, plain.template, prefix=PROMPT)["content"] == output[: -len("<|end|>")]
+
+
+@needs_folder
+def test_cohere_grounded_answers_lose_their_citation_markers(coverage_rows):
+    for file in ("CohereLabs--c4ai-command-a-03-2025--rag.jinja", "CohereForAI--c4ai-command-r7b-12-2024--tool_use.jinja"):
+        row = _row(coverage_rows, file)
+        assert row.inferred, row.result.reasons
+        differing = {name for name, _, _ in row.corpus_diff}
+        assert not differing & {"grounded_answer_with_citations", "answer_opening_with_citation"}, row.corpus_diff
