@@ -1161,7 +1161,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>" + name_chars + ")"
                   + _header_tail_pattern(header_tail))
     parts = call_head.split()
-    if len(parts) > 1 and not block_open.strip():  # (the separator between calls is added below)
+    if len(parts) > 1 and not block_open.strip():
         # Models sometimes drop the outer opener (<tool_call>) and write the inner one (<function=...>) alone:
         # accept it when parameters or the call's closing markup follow.
         first_close = _TOKEN.search(call_close)
