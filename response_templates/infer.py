@@ -194,7 +194,9 @@ _COMMON_EOS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end
 
 # Special-token-like markup: <|x|>, <x>, </x>, [X], <｜x｜>.
 # Gemma 4 uses half-barred ones: <|turn>, <turn|>.
-_TOKEN = re.compile(r"<\|[^<>]*?\|>|<｜[^<>]*?｜>|</?｜[^<>]*?>|<\|[^<>|\s]+>|<[A-Za-z_][^<>|\s]*\|>|</?[A-Za-z_][^<>\s]*(?:\s[^<>]*)?>"
+# A lowercase word between two special tokens (<|open|>think<|sep|>, <|channel|>final<|message|>) names a section
+# and is one marker with them; a role name there (<|start|>assistant<|channel|>) belongs to the turn header instead.
+_TOKEN = re.compile(r"<\|[^<>|\s]+\|>(?!(?:assistant|user|system|tool)<)[a-z][a-z_]*<\|[^<>|\s]+\|>|<\|[^<>]*?\|>|<｜[^<>]*?｜>|</?｜[^<>]*?>|<\|[^<>|\s]+>|<[A-Za-z_][^<>|\s]*\|>|</?[A-Za-z_][^<>\s]*(?:\s[^<>]*)?>"
                     r"|\[/?[A-Z_]+\]")
 
 
@@ -235,6 +237,8 @@ class _Turn:
     anchor_suffix: str = ""  # a reasoning close the generation prompt may write right after the anchor
     empty_reasoning: tuple = ()  # (open, close) of the reasoning markers, to drop empty blocks from call probes
     end: str = ""  # end-of-turn marker
+    citation: tuple = ()  # (span open tag, close tag head) of the grounding markup the prompt describes
+    unprefilled: list = field(default_factory=list)  # anchors whose generation prompt does not open the reasoning
 
 
 @dataclass
@@ -333,6 +337,7 @@ def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
     elif _TOKEN.search(opener):
         # Keep only the opener itself: what precedes it belongs to the turn's lead-in.
         opener = opener[list(_TOKEN.finditer(opener))[-1].start():] if not _TOKEN.fullmatch(opener.strip()) else opener
+        opener = _with_header(generation[:at], opener)
     closer = generation[at + len(_REASONING):content_at]
     if not opener.strip() or not closer.strip():
         reasons.append(f"reasoning: no markers around it (open {opener!r}, close {closer!r})")
@@ -408,7 +413,7 @@ def _find_turn(r: _Renderer, reasoning: _Reasoning | None, reasons: list[str]) -
     if reasoning is not None and reasoning.close in lead:
         lead = lead[lead.index(reasoning.close) + len(reasoning.close):]
     turn.before_content = generation[:at]
-    turn.content_open = _content_wrapper(lead, reasoning)
+    turn.content_open = _with_header(lead, _content_wrapper(lead, reasoning))
     turn.end = _first_token(generation[at + len(_CONTENT):])
     if not turn.end:
         # Nothing follows the turn itself (GLM): the model stops with the next turn's header.
@@ -475,6 +480,18 @@ def _next_header(r: _Renderer) -> str:
     return _first_token(text[text.index(_CONTENT) + len(_CONTENT):])
 
 
+def _with_header(lead: str, marker: str) -> str:
+    """A marker with the header words written right before it on the same line, with no other markup (the turn's
+    anchor `<|start|>assistant` continues with ` to=self<|message|>`): those words address the section (reasoning
+    to=self, the answer to=user) and are part of its opening marker."""
+    if not marker or not lead.endswith(marker) or not _TOKEN.fullmatch(marker):
+        return marker
+    head = lead[: len(lead) - len(marker)]
+    if head.strip() and re.fullmatch(r"[ \t]*[\w.:-]+=[\w.:-]+", head):
+        return head.strip() + marker
+    return marker
+
+
 def _content_wrapper(lead: str, reasoning: _Reasoning | None) -> str:
     """Markup the turn writes right before plain content (e.g. <|START_RESPONSE|>), not an empty reasoning block."""
     if reasoning is not None:
@@ -505,6 +522,7 @@ def _split_prefill(turn: _Turn, reasoning: _Reasoning | None) -> None:
     turn.anchors = [a for a, _ in cut]
     turn.anchor = cut[0][0]
     turn.prefill = cut[0][1]
+    turn.unprefilled = [a for a, p in cut if not p.strip()]
 
 
 def _optional_anchor_suffix(r: _Renderer, turn: _Turn, reasoning: _Reasoning | None, kwargs: dict | None) -> None:
@@ -547,6 +565,43 @@ def _dropped_prefill(r: _Renderer, kwargs: dict, reasons: list[str]) -> None:
         r.synthesis = {"prefill": prefill, "close": ""}
         reasons.append(f"with thinking off the generation prompt writes {prefill!r}, which the rendered turn drops: "
                        "the turn is verified as written after it")
+
+
+def _prefilled_everywhere(turn: _Turn, reasons: list[str]) -> bool:
+    """Whether every generation prompt the chat template writes opens the reasoning (then a generation parsed
+    without its prompt starts inside it). When some do not (no reasoning opener after a tool result), only the
+    prompt passed as prefix says whether the reasoning is open: a bare turn start is read as content."""
+    if not turn.unprefilled:
+        return True
+    reasons.append("reasoning: the generation prompt opens it after " + repr(turn.anchor) + " but not after "
+                   + ", ".join(repr(a) for a in turn.unprefilled) + ": the prompt (prefix) says when it is open")
+    return False
+
+
+def _dropped_opener_before_calls(r: _Renderer, thinking: _Reasoning | None, reasons: list[str]) -> None:
+    """The generation prompt ends by opening the reasoning (<think>) and the chat template renders a last turn with
+    calls without that opener: the model writes its reasoning, closes it, then the calls. Verify then reads the turn
+    as written after the prefilled opener (with the reasoning and its closing marker synthesised)."""
+    if r.synthesis is not None or thinking is None:
+        return
+    message = {"role": "assistant", "content": "", "tool_calls": [_call(*_CALL_A, _CALL_IDS[0])]}
+    for mode in ("dict", "json_string"):
+        r.arguments = mode
+        try:
+            prompt = r.render([_user()], True, True)
+            full = r.render([_user(), message], True, False)
+        except Exception:
+            continue
+        at = prompt.rfind(thinking.open)
+        if full.startswith(prompt) or at < 0 or prompt[at + len(thinking.open):].strip():
+            continue
+        if full.startswith(prompt[:at]) and _CALL_A[0] in full[at:]:
+            r.synthesis = {"prefill": prompt[at:], "close": "\n" + thinking.close + "\n\n"}
+            reasons.append(f"the generation prompt opens the reasoning ({prompt[at:]!r}) and the chat template renders "
+                           "a turn with calls without that opener: the turn is verified as written after it, with the "
+                           f"reasoning closed by {thinking.close!r} (synthesised)")
+            break
+    r.arguments = "dict"
 
 
 def _tail_token(text: str) -> str:
@@ -1061,6 +1116,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     value_suffix = _cut_to_token(t1[:_common_prefix_len(t1, t2)])
     if not key_prefix.strip() or not value_suffix.strip():
         raise InferenceError(f"tool calls: parameter markup not found around keys and values in {one!r}")
+    key_prefix = _after_value_suffix(t1, value_suffix, key_prefix)
     header_tail = t0[: t0.rindex(key_prefix.strip())]
     call_close_all = t2[t2.index(value_suffix.strip()) + len(value_suffix.strip()):]
     head = one[:at]
@@ -1089,19 +1145,21 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
            + _esc(value_suffix.strip()) + follow + r"|\s*(?=" + _esc(key_prefix.strip()) + r"|\Z))")
     # Split the head and the close into what each call repeats and what wraps them all.
     block_open, call_head, call_close, block_close = "", head, call_close_all, ""
+    between = ""
     if two is not None and _CALL_B[0] in two:
         b = two.index(_CALL_B[0])
         last_value = two.rfind(value_suffix.strip(), 0, b)
         if last_value >= 0:
             mid = two[last_value + len(value_suffix.strip()):b]
             block_open, call_head, call_close, block_close = _split_repeat(head, call_close_all, mid)
+            between = mid[len(call_close): len(mid) - len(call_head)]
     if not call_head.strip() and not block_open.strip():
         raise InferenceError("tool calls: no marker before the call's name")
     calls = _Calls(kind="xml", content="xml-inline")
     stop = header_tail.strip()[:1]
     name_chars = "[^\\s<>\"'" + (re.escape(stop) if stop and stop not in "<>\"'" else "") + "]+"
     calls.open = (r"\s*" + _optional(block_open) + _generalise(call_head.strip()) + r"\s*(?P<name>" + name_chars + ")"
-                  + _esc(header_tail.rstrip()))
+                  + _header_tail_pattern(header_tail))
     parts = call_head.split()
     if len(parts) > 1 and not block_open.strip():
         # Models sometimes drop the outer opener (<tool_call>) and write the inner one (<function=...>) alone:
@@ -1109,8 +1167,10 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
         first_close = _TOKEN.search(call_close)
         ahead = [_esc(key_prefix.strip())] + ([re.escape(first_close.group(0))] if first_close else [])
         calls.open = (r"\s*(?:" + _esc(parts[0]) + r"\s*" + _generalise(" ".join(parts[1:])) + "|"
-                      + _generalise(" ".join(parts[1:])) + r"(?=[^\n<>]*" + _esc(header_tail.rstrip()) + r"\s*(?:"
-                      + "|".join(ahead) + r")))\s*(?P<name>" + name_chars + ")" + _esc(header_tail.rstrip()))
+                      + _generalise(" ".join(parts[1:])) + r"(?=[^\n<>]*" + _header_tail_pattern(header_tail, name_chars)
+                      + r"\s*(?:" + "|".join(ahead) + r")))\s*(?P<name>" + name_chars + ")"
+                      + _header_tail_pattern(header_tail))
+    calls.open = _after_separator(calls.open, between)
     ending = _esc(call_close.strip())
     # A call ends at its closing markup right after a complete parameter (or right after the header when it has
     # none), so the same markup written inside a value does not end it.
@@ -1150,6 +1210,39 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     return calls
 
 
+def _after_value_suffix(between: str, value_suffix: str, key_prefix: str) -> str:
+    """The key's opening markup, without a marker it shares with the value's closing markup: between two
+    parameters (`<|close|>argument<|sep|><|open|>argument key="`) the common prefix and the common suffix may both
+    claim the same marker (`<|sep|>`); it closes the value."""
+    at = between.find(value_suffix.strip())
+    rest = between[at + len(value_suffix.strip()):] if at >= 0 else between
+    if at < 0 or rest.rstrip().endswith(key_prefix.strip()) or not rest.strip():
+        return key_prefix
+    return _cut_after_token(rest)
+
+
+def _header_tail_pattern(header_tail: str, name_chars: str | None = None) -> str:
+    """A regex for the markup after a call's name. The header may write the name again (to=NAME<|message|>
+    <invoke name="NAME">): the second time it is the same name (a backreference, or `name_chars` where the name
+    has not been read yet)."""
+    text, name = header_tail.rstrip(), _CALL_A[0]
+    if name not in text:
+        return _generalise(text)
+    return ("(?P=name)" if name_chars is None else name_chars).join(_generalise(part) for part in text.split(name))
+
+
+def _after_separator(open_pattern: str, between: str) -> str:
+    """Markup the chat template writes between two calls besides each call's own (a message end and a new message
+    header, <|eom|><|start|>assistant): accepted before a call's opener, whole or from any of its markers on (an
+    earlier section may have ended with the first of them)."""
+    if not between.strip() or not open_pattern.startswith(r"\s*"):
+        return open_pattern
+    text = between.strip()
+    starts = [m.start() for m in _TOKEN.finditer(text)] or [0]
+    tails = [_esc_loose(text[at:]) for at in dict.fromkeys([0] + starts)]
+    return r"\s*(?:(?:" + "|".join(tails) + r")\s*)?" + open_pattern[len(r"\s*"):]
+
+
 def _infix_pattern(a: str, b: str) -> str:
     # A newline the chat template writes before a value is markup (models may leave it out); whitespace between
     # two markers is layout.
@@ -1158,7 +1251,9 @@ def _infix_pattern(a: str, b: str) -> str:
     typed = _typed_infix(a, b)
     if typed is not None:
         head, first, second, tail = typed
-        return _esc_loose(head) + "(?P<vtype>" + re.escape(first) + "|" + re.escape(second) + ")" + _esc(tail)
+        # Any type word is accepted: the probes show the string one and one other; the other types a schema names
+        # (boolean, array, object) are JSON values like the number.
+        return _esc_loose(head) + r"(?P<vtype>\w+)" + _esc(tail)
     p = _common_prefix_len(a, b)
     s = min(_common_suffix_len(a, b), min(len(a), len(b)) - p)
     return _esc(a[:p]) + "[^<>]*?" + _esc(a[len(a) - s:])
@@ -1193,6 +1288,43 @@ def _cut_after_token(text: str) -> str:
     if starts and starts[0] > 0:
         return stripped[starts[0]:]
     return stripped
+
+
+# Render switches that turn on grounded answers (cited spans), tried only when the chat template reads them, with
+# documents: the prompt then describes the citation markup the model writes. (A short list of switch names seen in
+# chat templates, not read from the rendering: a template with another name for it keeps its citations as text.)
+_GROUNDING_SWITCHES = (("enable_citations", True), ("grounding", "enabled"), ("citation_mode", "accurate"))
+_DOCUMENTS = [{"title": "DOCUMENT_TITLE_PROBE", "text": "DOCUMENT_TEXT_PROBE"}]
+
+
+def _citation_markup(r: _Renderer, reasons: list[str]) -> tuple:
+    """(span open tag, close tag head) when the prompt, rendered with documents and grounding on, shows an example
+    of cited span markup: a tag pair whose closing tag lists the sources (<co>span</co: 0:[1,2]>)."""
+    kwargs = {"documents": _DOCUMENTS}
+    kwargs.update({k: v for k, v in _GROUNDING_SWITCHES if re.search(r"\b%s\b" % k, r.source)})
+    other = _Renderer(r.source, dict(r.kwargs, **kwargs))
+    other.tools_always = r.tools_always
+    try:
+        text = other.render([_user()], True, True)
+    except Exception:
+        return ()
+    match = re.search(r"<(\w+)>\w+</\1(:[^<>\"\n]*)>", text)
+    if not match:
+        return ()
+    reasons.append(f"content: grounded answers mark cited spans as {match.group(0)!r} (described by the prompt "
+                   "with documents): the markers are dropped, the cited text kept in place")
+    return f"<{match.group(1)}>", f"</{match.group(1)}:"
+
+
+def _citation_spans(turn: _Turn, content: dict, closes: list[str]) -> None:
+    """Cited-span markers end a piece of content (no whitespace taken: it is the text's own) and the text after
+    them continues it, so 'foo <co>bar</co: 0:[1]>.' reads 'foo bar.'."""
+    if not turn.citation:
+        return
+    opening, closing = re.escape(turn.citation[0]), re.escape(turn.citation[1]) + r"[^<>\n]{0,200}>"
+    closes += [opening, closing]
+    if "open_pattern" in content:  # an explicit field: the text after a marker opens it again
+        content["open_pattern"] += "|(?<=" + opening + ")|(?<=" + closing + ")"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1308,6 +1440,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         # A reasoning close written again after the reasoning ended is markup: dropped from the content (the text
         # after it, with its whitespace, continues the content).
         closes.append(r"\s*" + _alternation([reasoning.close] + [b for _, b in reasoning.also]))
+    _citation_spans(turn, content, closes)
     if closes:
         content["close_pattern"] = "|".join(closes)
     # Text is kept as written (no strip): whitespace before markup belongs to the markup's pattern, trailing
@@ -1475,6 +1608,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
     calls = None
     if arguments_error is not None:
+        _dropped_opener_before_calls(r, reasoning or guessed, reasons)
+    if arguments_error is not None:
         try:  # again, now that the probes carry what the chat template needs (reasoning, a synthesised close)
             _choose_arguments_mode(r)
             arguments_error = None
@@ -1501,11 +1636,12 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             # <|observation|>): the model stops there.
             turn.extra_ends.append(header)
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
+    turn.citation = _citation_markup(r, reasons)
     if scenarios and r.synthesis is None:
         _dropped_prefill(r, scenarios[1]["render_kwargs"], reasons)
     thinking = reasoning or guessed
     if not scenarios and thinking is not None and (thinking.prefilled or turn.prefill.strip() == thinking.open):
-        thinking.always = True
+        thinking.always = _prefilled_everywhere(turn, reasons)
     template = _build(turn, reasoning or guessed, calls)
     supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
                 "parallel_tool_calls": calls is not None and not any(x.startswith("parallel") for x in reasons)}

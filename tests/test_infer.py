@@ -526,9 +526,9 @@ def test_coverage_does_not_regress(coverage_rows):
     assert passed / total >= 0.40, module.render(rows)
 
 
-# Issue 13 asks for 85%; measured on the shared folder today: 83 of 111 (README "Inferring a template"). This floor
+# Issue 13 asks for 85%; measured on the shared folder today: 87 of 111 (README "Inferring a template"). This floor
 # guards what works against regressions; raise it as inference improves.
-COVERAGE_FLOOR = 0.74
+COVERAGE_FLOOR = 0.78
 
 
 @needs_folder
@@ -552,3 +552,180 @@ def test_template_for_falls_back_to_inference_when_asked():
     template = rt.template_for(Tok(), infer=True)
     assert template.inferred is True and template == infer_template(JSON_TAGS).template
     assert rt.template_for("someone/unknown-model", infer=True) is None  # an id alone: nothing to infer from
+
+
+# --- rules added for token- and XML-style families (issue 13) ------------------------------------------------
+
+
+def _row(coverage_rows, file):
+    return next(r for r in coverage_rows[1] if r.file == file)
+
+
+PREFILL_NOT_AFTER_TOOLS = """{%- for m in messages %}
+{%- if m.role == 'assistant' %}<|assistant|><think>
+{{ m.reasoning_content or '' }}
+</think>
+
+{{ m.content or '' }}{% for c in m.tool_calls or [] %}<call>{{ {'name': c.function.name, 'arguments': \
+c.function.arguments} | tojson }}</call>{% endfor %}<|end|>
+{%- elif m.role == 'tool' %}<|tool|>{{ m.content }}<|end|>
+{%- else %}<|{{ m.role }}|>{{ m.content }}<|end|>
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|assistant|>{% if messages[-1].role != 'tool' %}<think>
+{% endif %}{% endif %}"""
+
+
+def test_reasoning_is_open_at_the_start_only_when_every_generation_prompt_opens_it():
+    result = infer_template(PREFILL_NOT_AFTER_TOOLS)
+    assert result.ok, result.reasons
+    assert any("but not after" in r for r in result.reasons), result.reasons
+    prompt = "<|user|>Hi<|end|><|assistant|><think>\n"
+    assert parse_response("Plan.\n</think>\n\nHello.<|end|>", result.template, prefix=prompt) == {
+        "role": "assistant", "reasoning_content": "Plan.", "content": "Hello."}
+    # After a tool result the prompt opens no reasoning: a bare answer is content, not reasoning.
+    after_tool = '<|user|>Hi<|end|><|assistant|><call>{"name": "f", "arguments": {}}</call><|end|><|tool|>1<|end|><|assistant|>'
+    assert parse_response("It is 1.<|end|>", result.template, prefix=after_tool) == {
+        "role": "assistant", "content": "It is 1."}
+
+
+@needs_folder
+def test_deepseek_r1_answers_after_tool_results_are_content(coverage_rows):
+    row = _row(coverage_rows, "deepseek-ai--DeepSeek-R1.jinja")
+    assert row.inferred and row.corpus_same == row.corpus_total, row.corpus_diff
+
+
+SECTIONED = """{%- macro type(v) %}{% if v is string %}string{% elif v is boolean %}boolean{% elif v is number %}number\
+{% else %}object{% endif %}{% endmacro -%}
+{%- for m in messages %}
+{%- if m.role == 'assistant' %}<|open|>assistant<|sep|>{% if m.reasoning_content %}<|open|>think<|sep|>\
+{{ m.reasoning_content }}<|close|>think<|sep|>{% endif %}<|open|>answer<|sep|>{{ m.content or '' }}<|close|>answer<|sep|>\
+{% if m.tool_calls %}<|open|>calls<|sep|>{% for c in m.tool_calls %}<|open|>call name="{{ c.function.name }}" \
+n="{{ loop.index }}"<|sep|>{% for k, v in c.function.arguments.items() %}<|open|>arg key="{{ k }}" type="{{ type(v) }}"\
+<|sep|>{{ v if v is string else v | tojson }}<|close|>arg<|sep|>{% endfor %}<|close|>call<|sep|>{% endfor %}\
+<|close|>calls<|sep|>{% endif %}<|close|>msg<|sep|><|eom|>
+{%- else %}<|open|>{{ m.role }}<|sep|>{{ m.content }}<|close|>msg<|sep|><|eom|>
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|open|>assistant<|sep|>{% endif %}"""
+
+
+def test_markers_made_of_two_special_tokens_and_a_word():
+    """<|open|>think<|sep|> is one marker: the word between two special tokens names the section. Call headers
+    number their calls (n="1", n="2"), and the type word of a parameter may be any type (boolean, object)."""
+    result = infer_template(SECTIONED)
+    assert result.ok, result.reasons
+    markers = result.markers
+    assert (markers["reasoning_open"], markers["reasoning_close"]) == ("<|open|>think<|sep|>", "<|close|>think<|sep|>")
+    assert (markers["content_open"], markers["content_close"]) == ("<|open|>answer<|sep|>", "<|close|>answer<|sep|>")
+    assert markers["tool_calls.parameter_open"] == '<|open|>arg key="'  # the <|sep|> before it closes the value
+    output = ('<|open|>think<|sep|>Two.<|close|>think<|sep|><|open|>answer<|sep|>Sure.<|close|>answer<|sep|>'
+              '<|open|>calls<|sep|><|open|>call name="get_weather" n="1"<|sep|><|open|>arg key="city" type="string"<|sep|>'
+              '07<|close|>arg<|sep|><|open|>arg key="hourly" type="boolean"<|sep|>true<|close|>arg<|sep|>'
+              '<|open|>arg key="opts" type="object"<|sep|>{"a": [1]}<|close|>arg<|sep|><|close|>call<|sep|>'
+              '<|open|>call name="get_time" n="2"<|sep|><|close|>call<|sep|><|close|>calls<|sep|><|close|>msg<|sep|><|eom|>')
+    assert parse_response(output, result.template, prefix="<|open|>user<|sep|>Hi<|close|>msg<|sep|><|eom|><|open|>assistant<|sep|>") == {
+        "role": "assistant", "reasoning_content": "Two.", "content": "Sure.",
+        "tool_calls": [_call("get_weather", {"city": "07", "hourly": True, "opts": {"a": [1]}}), _call("get_time", {})]}
+
+
+@needs_folder
+def test_kimi_k3_sections_are_inferred(coverage_rows):
+    row = _row(coverage_rows, "llamacpp--Kimi-K3.jinja")
+    assert row.inferred, row.result.reasons
+    assert row.corpus_same == row.corpus_total == 8, row.corpus_diff
+
+
+OPENER_DROPPED_BEFORE_CALLS = """{%- for m in messages %}
+{%- if m.role == 'assistant' %}<|assistant|>{% if m.tool_calls %}<calls>{{ m.tool_calls | map(attribute='function') \
+| list | tojson }}</calls>{% else %}<think>
+{{ m.content.split('</think>')[-1] }}{% endif %}<|end|>
+{%- else %}<|{{ m.role }}|>{{ m.content }}<|end|>
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|assistant|><think>
+{% endif %}"""
+
+
+def test_a_reasoning_opener_the_rendered_call_turn_drops_is_synthesised():
+    result = infer_template(OPENER_DROPPED_BEFORE_CALLS)
+    assert result.ok, result.reasons
+    assert any("synthesised" in r for r in result.reasons), result.reasons
+    assert result.options["reasoning_synthesis"]["prefill"] == "<think>\n"
+    output = 'Need weather.\n</think>\n\n<calls>[{"name": "get_weather", "arguments": {"city": "Oslo"}}]</calls><|end|>'
+    assert parse_response(output, result.template, prefix="<|user|>Hi<|end|><|assistant|><think>\n") == {
+        "role": "assistant", "reasoning_content": "Need weather.",
+        "tool_calls": [_call("get_weather", {"city": "Oslo"})]}
+
+
+@needs_folder
+def test_nemotron_nano_v2_calls_after_a_prefilled_think_are_inferred(coverage_rows):
+    row = _row(coverage_rows, "nvidia--NVIDIA-Nemotron-Nano-9B-v2.jinja")
+    assert row.inferred, row.result.reasons
+    assert row.corpus_same == row.corpus_total == 11, row.corpus_diff
+
+
+ADDRESSED = """{%- for m in messages %}
+{%- if m.role == 'assistant' %}
+{%- if m.reasoning_content %}<|start|>assistant to=self<|message|>{{ m.reasoning_content }}<|eom|>{% endif %}
+{%- if m.tool_calls %}{% for c in m.tool_calls %}<|start|>assistant to={{ c.function.name }}<|message|><invoke \
+name="{{ c.function.name }}">
+{% for k, v in c.function.arguments.items() %}<param name="{{ k }}">{{ v if v is string else v | tojson }}</param>
+{% endfor %}</invoke>{{ '<|eot|>' if loop.last else '<|eom|>' }}{% endfor %}
+{%- else %}<|start|>assistant to=user<|message|>{{ m.content }}<|eot|>{% endif %}
+{%- else %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|eot|>
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|start|>assistant{% endif %}"""
+
+
+def test_messages_addressed_in_their_header():
+    """Each section of the turn is a message whose header says who it is for (to=self: reasoning, to=user: the
+    answer, to=NAME: a call, which writes the name again inside). Between two calls the chat template ends one
+    message and starts the next (<|eom|><|start|>assistant)."""
+    result = infer_template(ADDRESSED)
+    assert result.ok, result.reasons
+    assert result.markers["reasoning_open"] == "to=self<|message|>"
+    assert result.markers["content_open"] == "to=user<|message|>"
+    prompt = "<|start|>user<|message|>Hi<|eot|><|start|>assistant"
+    output = (' to=self<|message|>Two calls.<|eom|><|start|>assistant to=get_weather<|message|><invoke name="get_weather">\n'
+              '<param name="city">Paris</param>\n</invoke><|eom|><|start|>assistant to=get_time<|message|>'
+              '<invoke name="get_time">\n</invoke><|eot|>')
+    assert parse_response(output, result.template, prefix=prompt) == {
+        "role": "assistant", "reasoning_content": "Two calls.",
+        "tool_calls": [_call("get_weather", {"city": "Paris"}), _call("get_time", {})]}
+    # The name written again must be the same name: a header that disagrees with itself is not a call.
+    assert "tool_calls" not in parse_response(' to=get_weather<|message|><invoke name="other">\n</invoke><|eot|>',
+                                              result.template, prefix=prompt)
+
+
+@needs_folder
+def test_muse_glimmer_addressed_messages_are_inferred(coverage_rows):
+    row = _row(coverage_rows, "trl/muse_glimmer.jinja")
+    assert row.inferred and row.renders_calls, row.result.reasons
+
+
+GROUNDED = """{%- if documents %}<|system|>Documents: {{ documents | tojson }}
+{%- if enable_citations %} Cite them: write "<cite>span</cite: 0:[1]>" around a span supported by result 1 of \
+document 0.{% endif %}<|end|>{% endif %}""" + JSON_TAGS
+
+
+def test_cited_span_markup_the_prompt_describes_is_dropped_from_content():
+    result = infer_template(GROUNDED)
+    assert result.ok, result.reasons
+    assert any("cited spans" in r for r in result.reasons), result.reasons
+    output = "The sky is <cite>blue</cite: 0:[0]> and <cite>grass</cite: 1:[2,3]> is green.<|end|>"
+    assert parse_response(output, result.template, prefix=PROMPT) == {
+        "role": "assistant", "content": "The sky is blue and grass is green."}
+    # Without a grounding switch in the chat template, such markup is text like any other.
+    plain = infer_template(JSON_TAGS)
+    assert parse_response(output, plain.template, prefix=PROMPT)["content"] == output[: -len("<|end|>")]
+
+
+@needs_folder
+def test_cohere_grounded_answers_lose_their_citation_markers(coverage_rows):
+    for file in ("CohereLabs--c4ai-command-a-03-2025--rag.jinja", "CohereForAI--c4ai-command-r7b-12-2024--tool_use.jinja"):
+        row = _row(coverage_rows, file)
+        assert row.inferred, row.result.reasons
+        differing = {name for name, _, _ in row.corpus_diff}
+        assert not differing & {"grounded_answer_with_citations", "answer_opening_with_citation"}, row.corpus_diff
