@@ -464,6 +464,49 @@ def _tool_turn_header(r: _Renderer, calls: _Calls) -> str:
     return token.group(0) if token else ""
 
 
+def _inline_tool_results(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list[str]) -> None:
+    """Tool results the chat template writes inside the assistant turn, right after its calls.
+
+    Some chat templates read the results of a turn's calls from the assistant message itself (a message key
+    such as tool_responses, each item a name and a response) and write them after the calls, in the same turn
+    (Gemma 4: <tool_call|><|tool_response>response:...<tool_response|>). The model stops where that markup
+    starts (the runtime writes the results), and the next generation starts right after the results: the
+    first marker after the calls is an end of the turn, and the prompt after the results is another anchor.
+    Probed only for keys the chat template reads from the message; nothing is assumed when it renders none.
+    """
+    # Attribute or item names the chat template reads (m.tool_responses, message['tool_results']).
+    keys = re.findall(r"(?:\.|\[['\"])(\w*tool\w*)\b", r.source)
+    keys = [k for k in dict.fromkeys(keys) if re.search(r"respon|result", k)]
+    last = (calls.literal.get("call_close") or "").strip() or (calls.literal.get("block_close") or "").strip()
+    for key in keys:
+        message = _assistant("", r.with_reasoning, tool_calls=[_call(*_CALL_A, _CALL_IDS[0])],
+                             **{key: [{"name": _CALL_A[0], "response": "TOOL_RESULT_PROBE"}]})
+        history = [_user(), message]
+        try:
+            text = r.render(history, True, False)
+            prompt = r.render(history, True, True)
+        except Exception:
+            continue
+        end = text.rfind("TOOL_RESULT_PROBE")
+        at = text.rfind(last, 0, end) if last else -1
+        if end < 0 or at < 0:
+            continue
+        marker = _TOKEN.match(text[at + len(last):end].lstrip())
+        if not marker:
+            continue
+        if marker.group(0) not in (turn.end, *turn.extra_ends):
+            turn.extra_ends.append(marker.group(0))
+        # The next turn starts after the results: the closing markup of the results, plus any generation prompt.
+        after = prompt[prompt.rindex("TOOL_RESULT_PROBE") + len("TOOL_RESULT_PROBE"):]
+        first = _TOKEN.search(after)
+        anchor = after[first.start():] if first else ""
+        if anchor.strip() and anchor not in turn.anchors:
+            turn.anchors.append(anchor)
+        reasons.append(f"tool results: the chat template writes them in the assistant turn (message[{key!r}]) after "
+                       f"{marker.group(0)!r}: the model stops there, and the next turn starts after {anchor!r}")
+        return
+
+
 def _next_header(r: _Renderer) -> str:
     """The first marker the chat template writes after an assistant turn, when a user turn follows it."""
     try:
@@ -1500,6 +1543,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             # What the chat template writes after a turn with calls, before the tool results (GLM's
             # <|observation|>): the model stops there.
             turn.extra_ends.append(header)
+        _inline_tool_results(r, turn, calls, reasons)
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
     if scenarios and r.synthesis is None:
         _dropped_prefill(r, scenarios[1]["render_kwargs"], reasons)

@@ -552,3 +552,42 @@ def test_template_for_falls_back_to_inference_when_asked():
     template = rt.template_for(Tok(), infer=True)
     assert template.inferred is True and template == infer_template(JSON_TAGS).template
     assert rt.template_for("someone/unknown-model", infer=True) is None  # an id alone: nothing to infer from
+
+
+# --- rules added for issue 13 (inferA) ---------------------------------------------------------------------
+
+# Tool results written inside the assistant turn when the message carries them (message.tool_responses), and as a
+# turn of their own otherwise: the probe turn shows no marker after the calls, the results' rendering does. As in
+# Gemma 4, no generation prompt follows results written in the turn: the model continues right after them.
+INLINE_RESULTS = _HEAD + """{% for c in m.tool_calls or [] %}<|call|>{{ c.function.name }}\
+{{ c.function.arguments | tojson }}<|/call|>{% endfor %}{% if m.tool_responses %}{% for t in m.tool_responses %}\
+<|result|>{{ t.name }}:{{ t.response }}<|/result|>{% endfor %}{% else %}""" + _TAIL.replace(
+    "{% elif m.role == 'tool' %}", "{% endif %}{% elif m.role == 'tool' %}").replace(
+    "{%- if add_generation_prompt %}", "{%- if add_generation_prompt and not messages[-1].tool_responses %}")
+
+
+def test_tool_results_written_in_the_assistant_turn_end_it():
+    result = infer_template(INLINE_RESULTS)
+    assert result.ok, result.reasons
+    assert any("message['tool_responses']" in r for r in result.reasons)
+    # The model stops where the results' markup starts; the next generation starts after the results.
+    assert parse_response('<|call|>get_time{}<|/call|><|result|>', result.template, prefix=PROMPT) == {
+        "role": "assistant", "tool_calls": [_call("get_time", {})]}
+    prefix = PROMPT + '<|call|>get_time{}<|/call|><|result|>get_time:12:00<|/result|>'
+    assert parse_response("It is noon.<|end|>", result.template, prefix=prefix) == {
+        "role": "assistant", "content": "It is noon."}
+    # Without the rule the same output leaves the marker in the content: the template that does not read the key.
+    plain = infer_template(INLINE_RESULTS.replace("m.tool_responses", "m.get('none')"))
+    assert plain.ok, plain.reasons
+    assert parse_response('<|call|>get_time{}<|/call|><|result|>', plain.template, prefix=PROMPT).get("content")
+
+
+@needs_folder
+@pytest.mark.parametrize("file", ["llamacpp--gemma-4-31B-it-interleaved.jinja", "trl/gemma4_v2.jinja"])
+def test_gemma4_templates_with_a_tool_turn_still_end_at_the_tool_response(file):
+    source = (Path(FOLDER) / file).read_text(encoding="utf-8")
+    result = infer_template(source, render_kwargs={"bos_token": "<bos>", "eos_token": "<eos>"})
+    assert result.ok, result.reasons
+    output = '<|tool_call>call:get_time{}<tool_call|><|tool_response>'
+    assert parse_response(output, result.template, prefix="<|turn>model\n") == {
+        "role": "assistant", "tool_calls": [_call("get_time", {})]}
