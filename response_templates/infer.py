@@ -1169,6 +1169,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
         calls.close = "(?:" + "|".join(guards) + ")" + calls.close
     # A call the model did not close before opening the next one still ends there.
     calls.close += "|" + "(?:" + "|".join(guards) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
+    calls.close = _outside_cdata(calls.close, r.source)
     # A generation cut inside the call's header leaves no markup behind: the block opener alone, or the header cut
     # after any of its words (<｜GCML｜invoke na).
     words = call_head.split()
@@ -1191,6 +1192,14 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
                      "parameter_open": key_prefix, "key_value_separator": infix1, "parameter_close": value_suffix,
                      "call_close": call_close, "block_close": block_close, "arguments": "XML-style parameters"}
     return calls
+
+
+def _outside_cdata(close: str, source: str) -> str:
+    """When the chat template wraps values in CDATA sections, markup inside an open section is data: the call's
+    closing markup counts only outside one (checked after it matched, so only where that markup is)."""
+    if "<![CDATA[" not in source:
+        return close
+    return "(?:" + close + r")(?<!<!\[CDATA\[(?:(?!\]\]>)[\s\S])*)"
 
 
 def _infix_pattern(a: str, b: str) -> str:

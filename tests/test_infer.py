@@ -591,3 +591,31 @@ def test_gemma4_templates_with_a_tool_turn_still_end_at_the_tool_response(file):
     output = '<|tool_call>call:get_time{}<tool_call|><|tool_response>'
     assert parse_response(output, result.template, prefix="<|turn>model\n") == {
         "role": "assistant", "tool_calls": [_call("get_time", {})]}
+
+
+# Values holding markup wrapped in a CDATA section, as the chat template writes them.
+XML_CDATA = XML_PARAMS.replace("{{ v if v is string else v | tojson }}",
+                               "{% if v is string and '<' in v %}<![CDATA[{{ v }}]]>{% elif v is string %}{{ v }}"
+                               "{% else %}{{ v | tojson }}{% endif %}")
+
+
+def test_closing_markup_inside_a_cdata_value_does_not_end_the_call():
+    result = infer_template(XML_CDATA)
+    assert result.ok, result.reasons
+    output = '<invoke name="save">\n<arg name="text"><![CDATA[a </arg></invoke> b]]></arg>\n</invoke><|end|>'
+    assert parse_response(output, result.template, prefix=PROMPT) == {
+        "role": "assistant", "tool_calls": [_call("save", {"text": "a </arg></invoke> b"})]}
+    two = output[:-len("<|end|>")] + '\n<invoke name="get_time">\n</invoke><|end|>'
+    assert [c["function"]["name"] for c in parse_response(two, result.template, prefix=PROMPT)["tool_calls"]] == [
+        "save", "get_time"]
+
+
+@needs_folder
+def test_minicpm5_cdata_value_with_markup():
+    source = (Path(FOLDER) / "openbmb--MiniCPM5-1B.jinja").read_text(encoding="utf-8")
+    result = infer_template(source)
+    assert result.ok, result.reasons
+    output = ('<function name="save"><param name="text"><![CDATA[x </param></function> y]]></param></function>'
+              "<|im_end|>")
+    assert parse_response(output, result.template, prefix="<|im_start|>assistant\n<think>\n\n</think>\n\n")[
+        "tool_calls"] == [_call("save", {"text": "x </param></function> y"})]
