@@ -235,6 +235,7 @@ class _Turn:
     anchor_suffix: str = ""  # a reasoning close the generation prompt may write right after the anchor
     empty_reasoning: tuple = ()  # (open, close) of the reasoning markers, to drop empty blocks from call probes
     end: str = ""  # end-of-turn marker
+    dropped: list = field(default_factory=list)  # markup dropped from the content where it stands (kept whitespace)
 
 
 @dataclass
@@ -505,6 +506,59 @@ def _inline_tool_results(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list
         reasons.append(f"tool results: the chat template writes them in the assistant turn (message[{key!r}]) after "
                        f"{marker.group(0)!r}: the model stops there, and the next turn starts after {anchor!r}")
         return
+
+
+def _builtin_tool_markup(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list[str]) -> None:
+    """What the chat template writes for a call in its built-in tools mode (the `builtin_tools` variable).
+
+    Rendered with builtin_tools set, a chat template may end a turn with calls with another end marker (Llama 3.1:
+    <|eom_id|>, the runtime answers), and write a call to one of the built-in tools behind a special token in
+    another syntax (<|python_tag|>brave_search.call(query="...")). Read from those renderings:
+    - the other end marker ends the turn too;
+    - the special token is tool-call markup: accepted right before a call in the format the chat template writes
+      for function calls, and dropped from the content elsewhere (a built-in tool's call is run by the runtime, not
+      returned as a function call: its text stays content, as written);
+    - a generation cut right after it, or inside the head of a call object after it, leaves nothing behind.
+    Keyed on the variable name `builtin_tools` (Meta's Llama 3.1 convention): a chat template that names that mode
+    otherwise is not probed.
+    """
+    if not re.search(r"\bbuiltin_tools\b", r.source) or calls.kind != "json_object":
+        return
+    if (calls.literal.get("block_open") or "").strip() or (calls.literal.get("call_open") or "").strip():
+        return  # calls with markup of their own: nothing to learn for the opener
+    name, arguments = "get_weather", {"city": "Paris"}  # string values: built-in calls concatenate them
+
+    def generation(builtin):
+        other = _Renderer(r.source, dict(r.kwargs) if builtin is None else dict(r.kwargs, builtin_tools=builtin))
+        other.tools_always, other.arguments = r.tools_always, r.arguments
+        other.with_reasoning, other.reasoning_key = r.with_reasoning, r.reasoning_key
+        message = {"role": "assistant", "content": "", "tool_calls": [_call(name, arguments, _CALL_IDS[0])]}
+        try:
+            return other.turn([_user()], message, tools=True)[1]
+        except Exception:
+            return None
+
+    plain, mode, builtin = generation(None), generation(["web_search_probe"]), generation([name])
+    if plain is None or mode is None:
+        return
+    found = []
+    end, usual = _tail_token(mode.strip()), _tail_token(plain.strip())  # the last marker of each turn
+    if end and usual and end != usual and end not in plain and end != turn.end and end not in turn.extra_ends:
+        turn.extra_ends.append(end)
+        found.append(f"ends the turn with {end!r}")
+    if builtin is not None and name in builtin and "Paris" in builtin:
+        head = builtin[_common_prefix_len(plain, builtin):]
+        marker = _TOKEN.match(head)
+        if marker and marker.group(0) not in plain and head[marker.end():].lstrip().startswith(name):
+            token = re.escape(marker.group(0))
+            calls.open = r"(?:\s*" + token + r")?(?:" + calls.open + ")"
+            cut = token + r"\s*(?:\{[^{}]*)?"
+            calls.partial_open = "(?:" + calls.partial_open + "|" + cut + ")" if calls.partial_open else cut
+            turn.dropped.append(token)
+            calls.literal["builtin_call_marker"] = marker.group(0)
+            found.append(f"writes {marker.group(0)!r} before a built-in tool's call (read as call markup)")
+    if found:
+        reasons.append("built-in tools mode (builtin_tools): the chat template " + "; ".join(found))
 
 
 def _next_header(r: _Renderer) -> str:
@@ -1356,6 +1410,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
     if calls is not None and calls.partial_open:
         # An opener cut off by the end of the generation is markup, not content.
         closes.append(r"\s*" + calls.partial_open + r"\Z")
+    closes += turn.dropped  # markup that is no content where it stands: dropped, the text around it kept
     if reasoning is not None and (paired or not turn.content_open):
         # A reasoning close written again after the reasoning ended is markup: dropped from the content (the text
         # after it, with its whitespace, continues the content).
@@ -1553,6 +1608,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             # <|observation|>): the model stops there.
             turn.extra_ends.append(header)
         _inline_tool_results(r, turn, calls, reasons)
+        _builtin_tool_markup(r, turn, calls, reasons)
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
     if scenarios and r.synthesis is None:
         _dropped_prefill(r, scenarios[1]["render_kwargs"], reasons)

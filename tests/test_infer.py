@@ -619,3 +619,45 @@ def test_minicpm5_cdata_value_with_markup():
               "<|im_end|>")
     assert parse_response(output, result.template, prefix="<|im_start|>assistant\n<think>\n\n</think>\n\n")[
         "tool_calls"] == [_call("save", {"text": "x </param></function> y"})]
+
+
+# Bare JSON calls; with builtin_tools set, calls to a built-in tool are written behind <|tag|> in another syntax and
+# a turn with calls ends with <|eom|> (the built-in tools mode of Llama 3.1 chat templates).
+BUILTIN_TOOLS = _HEAD + """{% for c in m.tool_calls or [] %}{% if builtin_tools is defined and c.function.name in \
+builtin_tools %}<|tag|>{{ c.function.name }}.call({% for k, v in c.function.arguments.items() %}{{ k }}="{{ v }}"\
+{% endfor %}){% else %}{{ {'name': c.function.name, 'parameters': c.function.arguments} | tojson }}{% endif %}\
+{% if not loop.last %}{{ '\\n' }}{% endif %}{% endfor %}{% if m.tool_calls and builtin_tools is defined %}<|eom|>{{ '\\n' }}{% else %}""" + _TAIL.replace(
+    "{% elif m.role == 'tool' %}", "{% endif %}{% elif m.role == 'tool' %}")
+
+
+def test_built_in_tools_mode_gives_a_call_marker_and_another_end():
+    result = infer_template(BUILTIN_TOOLS)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.builtin_call_marker"] == "<|tag|>"
+    assert any("builtin_tools" in r for r in result.reasons)
+    call = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
+    weather = [_call("get_weather", {"city": "Paris"})]
+    for output in (call + "<|end|>", "<|tag|>" + call + "<|eom|>", "<|tag|>" + call):
+        assert parse_response(output, result.template, prefix=PROMPT) == {"role": "assistant", "tool_calls": weather}
+    # A built-in tool's call is no function call: its text stays content, without the marker.
+    assert parse_response('Searching.\n<|tag|>web.call(query="x")<|eom|>', result.template, prefix=PROMPT) == {
+        "role": "assistant", "content": 'Searching.\nweb.call(query="x")'}
+    # Cut right after the marker or inside the call's head: nothing of it is left.
+    for cut in ("One moment.\n<|tag|>", 'One moment.\n<|tag|>{"name": "get_wea'):
+        assert parse_response(cut, result.template, prefix=PROMPT, truncated=True) == {
+            "role": "assistant", "content": "One moment."}, cut
+    # The same chat template without that mode: no marker is learnt.
+    plain = infer_template(BUILTIN_TOOLS.replace("builtin_tools is defined", "false"))
+    assert plain.ok and "tool_calls.builtin_call_marker" not in plain.markers
+
+
+@needs_folder
+@pytest.mark.parametrize("file", ["meta-llama--Llama-3.1-8B-Instruct.jinja", "meta-llama--Llama-3.3-70B-Instruct.jinja"])
+def test_llama31_python_tag_and_eom_come_from_the_built_in_tools_mode(file):
+    source = (Path(FOLDER) / file).read_text(encoding="utf-8")
+    result = infer_template(source, render_kwargs={"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
+    assert result.ok, result.reasons
+    prefix = "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    output = '<|python_tag|>{"name": "get_time", "parameters": {}}<|eom_id|>'
+    assert parse_response(output, result.template, prefix=prefix) == {
+        "role": "assistant", "tool_calls": [_call("get_time", {})]}
