@@ -190,7 +190,7 @@ def _tool_history() -> list[dict]:
 # of the turn's end marker (Hermes on Llama writes <|eot_id|>); those the chat template never writes cannot be
 # markup of this format, so they are accepted as an end too.
 _COMMON_EOS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "</s>", "<eos>",
-               "<end_of_turn>", "<|eot|>", "<｜end▁of▁sentence｜>", "[EOS]")
+               "<end_of_turn>", "<|eot|>", "<|eom|>", "<｜end▁of▁sentence｜>", "[EOS]")
 
 # Special-token-like markup: <|x|>, <x>, </x>, [X], <｜x｜>.
 # Gemma 4 uses half-barred ones: <|turn>, <turn|>.
@@ -909,9 +909,9 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
         if block_close.strip():
             # Calls listed inside a block: one ends at the block's end or where the next object starts.
             calls.close = guard + r"\s*" + _esc(block_close.strip()) + "|" + guard + r"(?=\s*\{)"
-        elif second is not None and not call_open.strip() and two[second[0]:second[1]]:
+        elif second is not None and not call_open.strip():
             # Bare objects one after the other: a call also ends at the separator the chat template writes
-            # between two (",", a line break) when the next call's object follows.
+            # between two (",", a line break, or none at all) when the next call's object follows.
             separator = two[second[0]:second[1]]
             shape = (r"\{\s*" + re.escape(json.dumps(name_key)) + r'\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*'
                      + re.escape(json.dumps(args_key)) + r"\s*:")  # a whole call's start, not a nested object
@@ -924,6 +924,93 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
     calls.literal.update({"block_open": block_open, "call_open": call_open, "call_close": call_close,
                           "block_close": block_close, "arguments": f"JSON object with keys {name_key!r}/{args_key!r}"})
     return calls
+
+
+def _call_object_head(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list[str]) -> None:
+    """Bare JSON call objects read by their head: the name and the arguments key open the call, the arguments
+    object is the content, and the object's own closing brace closes it.
+
+    For calls the chat template writes as a bare object with the name first and the arguments second
+    ({"name": "f", "parameters": {...}}) and no markup of their own. Reading the head makes each call a region of
+    its own: two objects back to back (}{, as Llama 4 writes parallel calls) no longer look like one.
+
+    Robustness policy for every such template (not read from the chat template; flagged as guesses from the habits
+    of models that write bare call objects, Llama 3.x / 4 among them):
+    - an OpenAI-style "type": "function" member may come first, and the arguments may be under "arguments" or
+      "parameters" whichever key the chat template writes;
+    - calls may be separated by ';' or ',' besides the separator the chat template writes (or whitespace);
+    - a call followed on the same line by a space and a capital letter (a new sentence) has ended: that text is
+      content. (Lower-case text after '}}' may still be inside a string value, so it does not end the call.)
+    - as for calls opened by markup, whitespace right after a call that starts the message is markup.
+    """
+    if calls.kind != "json_object" or (calls.literal.get("call_open") or "").strip():
+        return
+    if (calls.literal.get("block_close") or "").strip():
+        return  # calls listed inside a block: its closing markup ends them
+    one = _call_generation(r, turn, [_CALL_A])
+    keys = None
+    for _, _, value in _json_values(one):
+        keys = _call_object_keys(value, *_CALL_A)
+        if keys and list(value) == list(keys):
+            break
+        keys = None
+    if keys is None:
+        return
+    name_key, args_key = keys
+    block_open = calls.literal.get("block_open") or ""
+    aliases = _alternation([args_key, "arguments", "parameters"])
+    head = (r'\{\s*(?:"type"\s*:\s*"function"\s*,\s*)?' + re.escape(json.dumps(name_key)) + r'\s*:\s*"(?P<name>[^"\\\n]{1,200})"'
+            r'\s*,\s*"' + aliases + r'"\s*:\s*(?=\{)')
+    wrapper = calls.literal.get("content_wrapper")
+    calls.open = r"\s*" + (_optional(wrapper[0]) + _optional(wrapper[1]) if wrapper else _optional(block_open)) + head
+    separators = [";", ","] + ([calls.literal["separator"].strip()] if (calls.literal.get("separator") or "").strip() else [])
+    after = [r"\s*(?:" + "|".join(dict.fromkeys(re.escape(x) for x in separators)) + r")?\s*(?=\{\s*\"(?:type|"
+             + re.escape(name_key) + r')\")', r"\s*\Z", r"(?=[ \t]*\n[ \t]*\n)", r"(?=[ \t]+[A-Z])"]
+    calls.end_guard = r"(?<=\})\s*\}" + (r"(?:\s*" + _esc(wrapper[1]) + ")?" if wrapper else "")
+    calls.close = calls.end_guard + "(?:" + "|".join(after) + ")"
+    if True:
+        # A call that starts the message (after markup only): the whitespace after it is markup, as _build makes it
+        # for calls whose opener is a special token.
+        calls.close = ("(?:" + calls.close + r")(?:(?<=(?<![\s\S])\s*(?:(?:" + _TOKEN.pattern + r")\s*)*\{[\s\S]{0,200})"
+                       r"\s*)?")
+    # A generation cut inside the head (before the arguments' brace) leaves nothing of it behind.
+    calls.partial_open = r'\{\s*(?:"type"[^{}\n]*)?' + re.escape(json.dumps(name_key)) + r"\s*:[^{}\n]*"
+    calls.content_args = None
+    calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
+    calls.literal["arguments"] = (f"JSON object: {name_key!r} then {args_key!r} (read by its head; also 'arguments' "
+                                  "/ 'parameters' and a leading \"type\": \"function\")")
+    reasons.append("tool calls: bare JSON objects; by policy also read with a leading \"type\": \"function\", the "
+                   "other arguments key ('arguments' / 'parameters'), ';' or ',' between calls, and a new sentence "
+                   "right after a call (not verified: the chat template does not write them)")
+
+
+def _content_wrapper_in_call_turn(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list[str]) -> None:
+    """Markup the chat template writes around the content of a turn with calls, before the calls.
+
+    Llama 4 writes <|python_start|>{content}<|python_end|> and then the calls: with no content the probe shows
+    <|python_start|><|python_end|> as the calls' opener, and with content the same markup holds the text. Read from
+    the call probe rendered with content: its two halves are dropped from the content, either half may precede a
+    call (a model may put the call inside them), and the closing half may follow one.
+    """
+    block_open = (calls.literal.get("block_open") or "").strip()
+    tokens = list(_TOKEN.finditer(block_open))
+    if calls.kind != "json_object" or len(tokens) < 2:
+        return
+    try:
+        text = _call_generation(r, turn, [_CALL_A], content=_CONTENT)
+    except Exception:
+        return
+    if _CONTENT not in text:
+        return
+    at = text.index(_CONTENT)
+    for token in tokens[1:]:
+        first, second = block_open[: token.start()].strip(), block_open[token.start():].strip()
+        if text[:at].strip().endswith(first) and text[at + len(_CONTENT):].lstrip().startswith(second):
+            calls.literal["content_wrapper"] = (first, second)
+            turn.dropped += [_esc(first), _esc(second)]
+            reasons.append(f"content: in a turn with calls the chat template writes it between {first!r} and "
+                           f"{second!r} (dropped from the content; either may come right before a call)")
+            return
 
 
 def _json_array_calls(one, start, end, keys) -> _Calls:
@@ -1608,6 +1695,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             # <|observation|>): the model stops there.
             turn.extra_ends.append(header)
         _inline_tool_results(r, turn, calls, reasons)
+        _content_wrapper_in_call_turn(r, turn, calls, reasons)
+        _call_object_head(r, turn, calls, reasons)
         _builtin_tool_markup(r, turn, calls, reasons)
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
     if scenarios and r.synthesis is None:
