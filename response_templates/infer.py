@@ -968,11 +968,10 @@ def _call_object_head(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list[st
              + re.escape(name_key) + r')\")', r"\s*\Z", r"(?=[ \t]*\n[ \t]*\n)", r"(?=[ \t]+[A-Z])"]
     calls.end_guard = r"(?<=\})\s*\}" + (r"(?:\s*" + _esc(wrapper[1]) + ")?" if wrapper else "")
     calls.close = calls.end_guard + "(?:" + "|".join(after) + ")"
-    if True:
-        # A call that starts the message (after markup only): the whitespace after it is markup, as _build makes it
-        # for calls whose opener is a special token.
-        calls.close = ("(?:" + calls.close + r")(?:(?<=(?<![\s\S])\s*(?:(?:" + _TOKEN.pattern + r")\s*)*\{[\s\S]{0,200})"
-                       r"\s*)?")
+    # A call that starts the message (after markup only): the whitespace after it is markup, as _build makes it for
+    # calls whose opener is a special token.
+    calls.close = ("(?:" + calls.close + r")(?:(?<=(?<![\s\S])\s*(?:(?:" + _TOKEN.pattern + r")\s*)*\{[\s\S]{0,200})"
+                   r"\s*)?")
     # A generation cut inside the head (before the arguments' brace) leaves nothing of it behind.
     calls.partial_open = r'\{\s*(?:"type"[^{}\n]*)?' + re.escape(json.dumps(name_key)) + r"\s*:[^{}\n]*"
     calls.content_args = None
