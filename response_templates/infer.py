@@ -236,6 +236,7 @@ class _Turn:
     empty_reasoning: tuple = ()  # (open, close) of the reasoning markers, to drop empty blocks from call probes
     end: str = ""  # end-of-turn marker
     dropped: list = field(default_factory=list)  # markup dropped from the content where it stands (kept whitespace)
+    segment: str = ""  # a marker opening each segment of the turn, the first one written by the generation prompt
 
 
 @dataclass
@@ -561,6 +562,44 @@ def _builtin_tool_markup(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list
         reasons.append("built-in tools mode (builtin_tools): the chat template " + "; ".join(found))
 
 
+def _prefilled_segment_marker(r: _Renderer, turn: _Turn, reasons: list[str]) -> None:
+    """A generation prompt that ends with the marker opening every segment of the turn.
+
+    Some chat templates split the assistant turn into segments, each opened by the same marker followed by a
+    recipient: the content as `>>>all\ntext`, each call as `>>>name\n{arguments}` (Functionary v3); the generation
+    prompt writes the first marker. Read from the renderings: the text after the prompt's last special token is
+    written again before each call of the parallel-calls probe, and the content probe writes a label before the
+    content. Then the marker is the calls' opener (the first one sits in the prompt: the parser reads it from
+    there), the marker and the label open the content, and the marker ends a segment.
+    """
+    tokens = list(_TOKEN.finditer(turn.anchor))
+    tail = turn.anchor[tokens[-1].end():] if tokens else turn.anchor
+    marker = tail.split()[-1] if tail.split() and tail == tail.rstrip() else ""  # after a line break or markup
+    if not marker or re.search(r"[\w<\[]", marker):
+        return
+    message = {"role": "assistant", "content": "",
+               "tool_calls": [_call(n, a, i) for (n, a), i in zip([_CALL_A, _CALL_B], _CALL_IDS)]}
+    try:
+        _, two = r.turn([_user()], message, tools=True)
+        _, text = r.turn([_user()], _assistant(_CONTENT, r.with_reasoning))
+    except Exception:
+        return
+    if not two.startswith(_CALL_A[0]) or (marker + _CALL_B[0]) not in two or _CONTENT not in text:
+        return
+    label = text[: text.index(_CONTENT)]
+    if not label.strip() or _TOKEN.search(label) or marker in label:
+        return
+    if any(not a.endswith(marker) for a in turn.anchors):
+        return
+    turn.anchors = [a[: len(a) - len(marker)] for a in turn.anchors]
+    turn.anchor = turn.anchors[0]
+    turn.segment = marker
+    # The content segment's opener is markup: dropped, the text after it is content.
+    turn.dropped.append(r"\s*" + _esc(marker + label.strip()) + (r"[ \t]*\n?" if label.endswith("\n") else ""))
+    reasons.append(f"segments: the generation prompt writes {marker!r}, which opens each segment of the turn (calls: "
+                   f"{marker!r} + name; content: {marker + label.strip()!r})")
+
+
 def _next_header(r: _Renderer) -> str:
     """The first marker the chat template writes after an assistant turn, when a user turn follows it."""
     try:
@@ -672,7 +711,7 @@ def _call_generation(r: _Renderer, turn: _Turn, calls: list[tuple], content: str
         # belongs to the reasoning field, not to the calls' markup.
         opener, closer = turn.empty_reasoning
         generation = re.sub(re.escape(opener) + r"\s*" + re.escape(closer) + r"\s*", "", generation, count=1)
-    return generation
+    return turn.segment + generation  # the segment marker the prompt wrote belongs to the first call
 
 
 def _renders_calls_somehow(r: _Renderer, turn: _Turn) -> str:
@@ -1666,6 +1705,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     _split_prefill(turn, reasoning or guessed)
     if reasoning or guessed:
         turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
+    if arguments_error is None:
+        _prefilled_segment_marker(r, turn, reasons)
     calls = None
     if arguments_error is not None:
         try:  # again, now that the probes carry what the chat template needs (reasoning, a synthesised close)
@@ -1697,6 +1738,9 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
         _content_wrapper_in_call_turn(r, turn, calls, reasons)
         _call_object_head(r, turn, calls, reasons)
         _builtin_tool_markup(r, turn, calls, reasons)
+        if turn.segment and calls.kind == "name_json":
+            # The segment marker also opens the content: a cut call header is the marker and a name, on one line.
+            calls.partial_open = _esc(turn.segment) + r"[^\[{\n<]*"
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
     if scenarios and r.synthesis is None:
         _dropped_prefill(r, scenarios[1]["render_kwargs"], reasons)

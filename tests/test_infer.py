@@ -526,9 +526,9 @@ def test_coverage_does_not_regress(coverage_rows):
     assert passed / total >= 0.40, module.render(rows)
 
 
-# Issue 13 asks for 85%; measured on the shared folder today: 89 of 111 (README "Inferring a template"). This floor
+# Issue 13 asks for 85%; measured on the shared folder today: 90 of 111 (README "Inferring a template"). This floor
 # guards what works against regressions; raise it as inference improves.
-COVERAGE_FLOOR = 0.80
+COVERAGE_FLOOR = 0.81
 
 
 @needs_folder
@@ -717,3 +717,33 @@ def test_llama4_scout_is_inferred():
     assert parse_response(output, result.template, prefix="<|header_start|>assistant<|header_end|>\n\n") == {
         "role": "assistant", "content": "Checking.",
         "tool_calls": [_call("get_weather", {"city": "Paris"}), _call("get_time", {})]}
+
+
+# Segments each opened by '>>>' and a recipient ('all' for the content, the function's name for a call); the
+# generation prompt writes the first '>>>' (Functionary v3).
+SEGMENTS = """{%- for m in messages %}<|turn|>{{ m.role }}
+{% if m.role == 'assistant' %}{% if m.content %}>>>all
+{{ m.content }}{% endif %}{% for c in m.tool_calls or [] %}>>>{{ c.function.name }}
+{{ c.function.arguments | tojson }}{% endfor %}{% else %}{{ m.content }}{% endif %}<|end|>
+{% endfor %}{% if add_generation_prompt %}<|turn|>assistant
+>>>{% endif %}"""
+
+
+def test_a_generation_prompt_that_opens_the_first_segment():
+    result = infer_template(SEGMENTS)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.call_open"] == ">>>"
+    prefix = "<|turn|>user\nWeather?<|end|>\n<|turn|>assistant\n>>>"
+    time = _call("get_time", {})
+    for output, expected in [
+        ("all\nHello.<|end|>", {"content": "Hello."}),
+        ("get_time\n{}<|end|>", {"tool_calls": [time]}),
+        ('all\nChecking.>>>get_weather\n{"city": "Paris"}>>>get_time\n{}<|end|>',
+         {"content": "Checking.", "tool_calls": [_call("get_weather", {"city": "Paris"}), time]}),
+        ("all\nA >>> B holds.<|end|>", {"content": "A >>> B holds."}),
+    ]:
+        assert parse_response(output, result.template, prefix=prefix) == {"role": "assistant", **expected}, output
+    assert parse_response("all\nOne moment.>>>get_ti", result.template, prefix=prefix, truncated=True) == {
+        "role": "assistant", "content": "One moment."}
+    # Without the prompt's '>>>' the name would follow no marker at all: inference gives up, as before.
+    assert not infer_template(SEGMENTS.replace("<|turn|>assistant\n>>>{% endif %}", "<|turn|>assistant\n{% endif %}")).ok
