@@ -190,7 +190,7 @@ def _tool_history() -> list[dict]:
 # of the turn's end marker (Hermes on Llama writes <|eot_id|>); those the chat template never writes cannot be
 # markup of this format, so they are accepted as an end too.
 _COMMON_EOS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "</s>", "<eos>",
-               "<end_of_turn>", "<|eot|>", "<｜end▁of▁sentence｜>", "[EOS]")
+               "<end_of_turn>", "<|eot|>", "<|eom|>", "<｜end▁of▁sentence｜>", "[EOS]")
 
 # Special-token-like markup: <|x|>, <x>, </x>, [X], <｜x｜>.
 # Gemma 4 uses half-barred ones: <|turn>, <turn|>.
@@ -239,6 +239,8 @@ class _Turn:
     end: str = ""  # end-of-turn marker
     citation: tuple = ()  # (span open tag, close tag head) of the grounding markup the prompt describes
     unprefilled: list = field(default_factory=list)  # anchors whose generation prompt does not open the reasoning
+    dropped: list = field(default_factory=list)  # markup dropped from the content where it stands (kept whitespace)
+    segment: str = ""  # a marker opening each segment of the turn, the first one written by the generation prompt
 
 
 @dataclass
@@ -469,6 +471,140 @@ def _tool_turn_header(r: _Renderer, calls: _Calls) -> str:
     return token.group(0) if token else ""
 
 
+def _inline_tool_results(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list[str]) -> None:
+    """Tool results the chat template writes inside the assistant turn, right after its calls.
+
+    Some chat templates read the results of a turn's calls from the assistant message itself (a message key
+    such as tool_responses, each item a name and a response) and write them after the calls, in the same turn
+    (Gemma 4: <tool_call|><|tool_response>response:...<tool_response|>). The model stops where that markup
+    starts (the runtime writes the results), and the next generation starts right after the results: the
+    first marker after the calls is an end of the turn, and the prompt after the results is another anchor.
+    Probed only for keys the chat template reads from the message; nothing is assumed when it renders none.
+    """
+    # Attribute or item names the chat template reads (m.tool_responses, message['tool_results']).
+    keys = re.findall(r"(?:\.|\[['\"])(\w*tool\w*)\b", r.source)
+    keys = [k for k in dict.fromkeys(keys) if re.search(r"respon|result", k)]
+    last = (calls.literal.get("call_close") or "").strip() or (calls.literal.get("block_close") or "").strip()
+    for key in keys:
+        message = _assistant("", r.with_reasoning, tool_calls=[_call(*_CALL_A, _CALL_IDS[0])],
+                             **{key: [{"name": _CALL_A[0], "response": "TOOL_RESULT_PROBE"}]})
+        history = [_user(), message]
+        try:
+            text = r.render(history, True, False)
+            prompt = r.render(history, True, True)
+        except Exception:
+            continue
+        end = text.rfind("TOOL_RESULT_PROBE")
+        at = text.rfind(last, 0, end) if last else -1
+        if end < 0 or at < 0:
+            continue
+        marker = _TOKEN.match(text[at + len(last):end].lstrip())
+        if not marker:
+            continue
+        if marker.group(0) not in (turn.end, *turn.extra_ends):
+            turn.extra_ends.append(marker.group(0))
+        # The next turn starts after the results: the closing markup of the results, plus any generation prompt.
+        after = prompt[prompt.rindex("TOOL_RESULT_PROBE") + len("TOOL_RESULT_PROBE"):]
+        first = _TOKEN.search(after)
+        anchor = after[first.start():] if first else ""
+        if anchor.strip() and anchor not in turn.anchors:
+            turn.anchors.append(anchor)
+        reasons.append(f"tool results: the chat template writes them in the assistant turn (message[{key!r}]) after "
+                       f"{marker.group(0)!r}: the model stops there, and the next turn starts after {anchor!r}")
+        return
+
+
+def _builtin_tool_markup(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list[str]) -> None:
+    """What the chat template writes for a call in its built-in tools mode (the `builtin_tools` variable).
+
+    Rendered with builtin_tools set, a chat template may end a turn with calls with another end marker (Llama 3.1:
+    <|eom_id|>, the runtime answers), and write a call to one of the built-in tools behind a special token in
+    another syntax (<|python_tag|>brave_search.call(query="...")). Read from those renderings:
+    - the other end marker ends the turn too;
+    - the special token is tool-call markup: accepted right before a call in the format the chat template writes
+      for function calls, and dropped from the content elsewhere (a built-in tool's call is run by the runtime, not
+      returned as a function call: its text stays content, as written);
+    - a generation cut right after it, or inside the head of a call object after it, leaves nothing behind.
+    Keyed on the variable name `builtin_tools` (Meta's Llama 3.1 convention): a chat template that names that mode
+    otherwise is not probed.
+    """
+    if not re.search(r"\bbuiltin_tools\b", r.source) or calls.kind != "json_object":
+        return
+    if (calls.literal.get("block_open") or "").strip() or (calls.literal.get("call_open") or "").strip():
+        return  # calls with markup of their own: nothing to learn for the opener
+    name, arguments = "get_weather", {"city": "Paris"}  # string values: built-in calls concatenate them
+
+    def generation(builtin):
+        other = _Renderer(r.source, dict(r.kwargs) if builtin is None else dict(r.kwargs, builtin_tools=builtin))
+        other.tools_always, other.arguments = r.tools_always, r.arguments
+        other.with_reasoning, other.reasoning_key = r.with_reasoning, r.reasoning_key
+        message = {"role": "assistant", "content": "", "tool_calls": [_call(name, arguments, _CALL_IDS[0])]}
+        try:
+            return other.turn([_user()], message, tools=True)[1]
+        except Exception:
+            return None
+
+    plain, mode, builtin = generation(None), generation(["web_search_probe"]), generation([name])
+    if plain is None or mode is None:
+        return
+    found = []
+    end, usual = _tail_token(mode.strip()), _tail_token(plain.strip())  # the last marker of each turn
+    if end and usual and end != usual and end not in plain and end != turn.end and end not in turn.extra_ends:
+        turn.extra_ends.append(end)
+        found.append(f"ends the turn with {end!r}")
+    if builtin is not None and name in builtin and "Paris" in builtin:
+        head = builtin[_common_prefix_len(plain, builtin):]
+        marker = _TOKEN.match(head)
+        if marker and marker.group(0) not in plain and head[marker.end():].lstrip().startswith(name):
+            token = re.escape(marker.group(0))
+            calls.open = r"(?:\s*" + token + r")?(?:" + calls.open + ")"
+            cut = token + r"\s*(?:\{[^{}]*)?"
+            calls.partial_open = "(?:" + calls.partial_open + "|" + cut + ")" if calls.partial_open else cut
+            turn.dropped.append(token)
+            calls.literal["builtin_call_marker"] = marker.group(0)
+            found.append(f"writes {marker.group(0)!r} before a built-in tool's call (read as call markup)")
+    if found:
+        reasons.append("built-in tools mode (builtin_tools): the chat template " + "; ".join(found))
+
+
+def _prefilled_segment_marker(r: _Renderer, turn: _Turn, reasons: list[str]) -> None:
+    """A generation prompt that ends with the marker opening every segment of the turn.
+
+    Some chat templates split the assistant turn into segments, each opened by the same marker followed by a
+    recipient: the content as `>>>all\ntext`, each call as `>>>name\n{arguments}` (Functionary v3); the generation
+    prompt writes the first marker. Read from the renderings: the text after the prompt's last special token is
+    written again before each call of the parallel-calls probe, and the content probe writes a label before the
+    content. Then the marker is the calls' opener (the first one sits in the prompt: the parser reads it from
+    there), the marker and the label open the content, and the marker ends a segment.
+    """
+    tokens = list(_TOKEN.finditer(turn.anchor))
+    tail = turn.anchor[tokens[-1].end():] if tokens else turn.anchor
+    marker = tail.split()[-1] if tail.split() and tail == tail.rstrip() else ""  # after a line break or markup
+    if not marker or re.search(r"[\w<\[]", marker):
+        return
+    message = {"role": "assistant", "content": "",
+               "tool_calls": [_call(n, a, i) for (n, a), i in zip([_CALL_A, _CALL_B], _CALL_IDS)]}
+    try:
+        _, two = r.turn([_user()], message, tools=True)
+        _, text = r.turn([_user()], _assistant(_CONTENT, r.with_reasoning))
+    except Exception:
+        return
+    if not two.startswith(_CALL_A[0]) or (marker + _CALL_B[0]) not in two or _CONTENT not in text:
+        return
+    label = text[: text.index(_CONTENT)]
+    if not label.strip() or _TOKEN.search(label) or marker in label:
+        return
+    if any(not a.endswith(marker) for a in turn.anchors):
+        return
+    turn.anchors = [a[: len(a) - len(marker)] for a in turn.anchors]
+    turn.anchor = turn.anchors[0]
+    turn.segment = marker
+    # The content segment's opener is markup: dropped, the text after it is content.
+    turn.dropped.append(r"\s*" + _esc(marker + label.strip()) + (r"[ \t]*\n?" if label.endswith("\n") else ""))
+    reasons.append(f"segments: the generation prompt writes {marker!r}, which opens each segment of the turn (calls: "
+                   f"{marker!r} + name; content: {marker + label.strip()!r})")
+
+
 def _next_header(r: _Renderer) -> str:
     """The first marker the chat template writes after an assistant turn, when a user turn follows it."""
     try:
@@ -630,7 +766,7 @@ def _call_generation(r: _Renderer, turn: _Turn, calls: list[tuple], content: str
         # belongs to the reasoning field, not to the calls' markup.
         opener, closer = turn.empty_reasoning
         generation = re.sub(re.escape(opener) + r"\s*" + re.escape(closer) + r"\s*", "", generation, count=1)
-    return generation
+    return turn.segment + generation  # the segment marker the prompt wrote belongs to the first call
 
 
 def _renders_calls_somehow(r: _Renderer, turn: _Turn) -> str:
@@ -867,9 +1003,9 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
         if block_close.strip():
             # Calls listed inside a block: one ends at the block's end or where the next object starts.
             calls.close = guard + r"\s*" + _esc(block_close.strip()) + "|" + guard + r"(?=\s*\{)"
-        elif second is not None and not call_open.strip() and two[second[0]:second[1]]:
+        elif second is not None and not call_open.strip():
             # Bare objects one after the other: a call also ends at the separator the chat template writes
-            # between two (",", a line break) when the next call's object follows.
+            # between two (",", a line break, or none at all) when the next call's object follows.
             separator = two[second[0]:second[1]]
             shape = (r"\{\s*" + re.escape(json.dumps(name_key)) + r'\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*'
                      + re.escape(json.dumps(args_key)) + r"\s*:")  # a whole call's start, not a nested object
@@ -882,6 +1018,92 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> _Calls:
     calls.literal.update({"block_open": block_open, "call_open": call_open, "call_close": call_close,
                           "block_close": block_close, "arguments": f"JSON object with keys {name_key!r}/{args_key!r}"})
     return calls
+
+
+def _call_object_head(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list[str]) -> None:
+    """Bare JSON call objects read by their head: the name and the arguments key open the call, the arguments
+    object is the content, and the object's own closing brace closes it.
+
+    For calls the chat template writes as a bare object with the name first and the arguments second
+    ({"name": "f", "parameters": {...}}) and no markup of their own. Reading the head makes each call a region of
+    its own: two objects back to back (}{, as Llama 4 writes parallel calls) no longer look like one.
+
+    Robustness policy for every such template (not read from the chat template; flagged as guesses from the habits
+    of models that write bare call objects, Llama 3.x / 4 among them):
+    - an OpenAI-style "type": "function" member may come first, and the arguments may be under "arguments" or
+      "parameters" whichever key the chat template writes;
+    - calls may be separated by ';' or ',' besides the separator the chat template writes (or whitespace);
+    - a call followed on the same line by a space and a capital letter (a new sentence) has ended: that text is
+      content. (Lower-case text after '}}' may still be inside a string value, so it does not end the call.)
+    - as for calls opened by markup, whitespace right after a call that starts the message is markup.
+    """
+    if calls.kind != "json_object" or (calls.literal.get("call_open") or "").strip():
+        return
+    if (calls.literal.get("block_close") or "").strip():
+        return  # calls listed inside a block: its closing markup ends them
+    one = _call_generation(r, turn, [_CALL_A])
+    keys = None
+    for _, _, value in _json_values(one):
+        keys = _call_object_keys(value, *_CALL_A)
+        if keys and list(value) == list(keys):
+            break
+        keys = None
+    if keys is None:
+        return
+    name_key, args_key = keys
+    block_open = calls.literal.get("block_open") or ""
+    aliases = _alternation([args_key, "arguments", "parameters"])
+    head = (r'\{\s*(?:"type"\s*:\s*"function"\s*,\s*)?' + re.escape(json.dumps(name_key)) + r'\s*:\s*"(?P<name>[^"\\\n]{1,200})"'
+            r'\s*,\s*"' + aliases + r'"\s*:\s*(?=\{)')
+    wrapper = calls.literal.get("content_wrapper")
+    calls.open = r"\s*" + (_optional(wrapper[0]) + _optional(wrapper[1]) if wrapper else _optional(block_open)) + head
+    separators = [";", ","] + ([calls.literal["separator"].strip()] if (calls.literal.get("separator") or "").strip() else [])
+    after = [r"\s*(?:" + "|".join(dict.fromkeys(re.escape(x) for x in separators)) + r")?\s*(?=\{\s*\"(?:type|"
+             + re.escape(name_key) + r')\")', r"\s*\Z", r"(?=[ \t]*\n[ \t]*\n)", r"(?=[ \t]+[A-Z])"]
+    calls.end_guard = r"(?<=\})\s*\}" + (r"(?:\s*" + _esc(wrapper[1]) + ")?" if wrapper else "")
+    calls.close = calls.end_guard + "(?:" + "|".join(after) + ")"
+    # A call that starts the message (after markup only): the whitespace after it is markup, as _build makes it for
+    # calls whose opener is a special token.
+    calls.close = ("(?:" + calls.close + r")(?:(?<=(?<![\s\S])\s*(?:(?:" + _TOKEN.pattern + r")\s*)*\{[\s\S]{0,200})"
+                   r"\s*)?")
+    # A generation cut inside the head (before the arguments' brace) leaves nothing of it behind.
+    calls.partial_open = r'\{\s*(?:"type"[^{}\n]*)?' + re.escape(json.dumps(name_key)) + r"\s*:[^{}\n]*"
+    calls.content_args = None
+    calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}}
+    calls.literal["arguments"] = (f"JSON object: {name_key!r} then {args_key!r} (read by its head; also 'arguments' "
+                                  "/ 'parameters' and a leading \"type\": \"function\")")
+    reasons.append("tool calls: bare JSON objects; by policy also read with a leading \"type\": \"function\", the "
+                   "other arguments key ('arguments' / 'parameters'), ';' or ',' between calls, and a new sentence "
+                   "right after a call (not verified: the chat template does not write them)")
+
+
+def _content_wrapper_in_call_turn(r: _Renderer, turn: _Turn, calls: _Calls, reasons: list[str]) -> None:
+    """Markup the chat template writes around the content of a turn with calls, before the calls.
+
+    Llama 4 writes <|python_start|>{content}<|python_end|> and then the calls: with no content the probe shows
+    <|python_start|><|python_end|> as the calls' opener, and with content the same markup holds the text. Read from
+    the call probe rendered with content: its two halves are dropped from the content, either half may precede a
+    call (a model may put the call inside them), and the closing half may follow one.
+    """
+    block_open = (calls.literal.get("block_open") or "").strip()
+    tokens = list(_TOKEN.finditer(block_open))
+    if calls.kind != "json_object" or len(tokens) < 2:
+        return
+    try:
+        text = _call_generation(r, turn, [_CALL_A], content=_CONTENT)
+    except Exception:
+        return
+    if _CONTENT not in text:
+        return
+    at = text.index(_CONTENT)
+    for token in tokens[1:]:
+        first, second = block_open[: token.start()].strip(), block_open[token.start():].strip()
+        if text[:at].strip().endswith(first) and text[at + len(_CONTENT):].lstrip().startswith(second):
+            calls.literal["content_wrapper"] = (first, second)
+            turn.dropped += [_esc(first), _esc(second)]
+            reasons.append(f"content: in a turn with calls the chat template writes it between {first!r} and "
+                           f"{second!r} (dropped from the content; either may come right before a call)")
+            return
 
 
 def _json_array_calls(one, start, end, keys) -> _Calls:
@@ -1186,6 +1408,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
         calls.close = "(?:" + "|".join(guards) + ")" + calls.close
     # A call the model did not close before opening the next one still ends there.
     calls.close += "|" + "(?:" + "|".join(guards) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
+    calls.close = _outside_cdata(calls.close, r.source)
     # A generation cut inside the call's header leaves no markup behind: the block opener alone, or the header cut
     # after any of its words (<｜GCML｜invoke na).
     words = call_head.split()
@@ -1241,6 +1464,14 @@ def _after_separator(open_pattern: str, between: str) -> str:
     starts = [m.start() for m in _TOKEN.finditer(text)] or [0]
     tails = [_esc_loose(text[at:]) for at in dict.fromkeys([0] + starts)]
     return r"\s*(?:(?:" + "|".join(tails) + r")\s*)?" + open_pattern[len(r"\s*"):]
+
+
+def _outside_cdata(close: str, source: str) -> str:
+    """When the chat template wraps values in CDATA sections, markup inside an open section is data: the call's
+    closing markup counts only outside one (checked after it matched, so only where that markup is)."""
+    if "<![CDATA[" not in source:
+        return close
+    return "(?:" + close + r")(?<!<!\[CDATA\[(?:(?!\]\]>)[\s\S])*)"
 
 
 def _infix_pattern(a: str, b: str) -> str:
@@ -1436,6 +1667,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
     if calls is not None and calls.partial_open:
         # An opener cut off by the end of the generation is markup, not content.
         closes.append(r"\s*" + calls.partial_open + r"\Z")
+    closes += turn.dropped  # markup that is no content where it stands: dropped, the text around it kept
     if reasoning is not None and (paired or not turn.content_open):
         # A reasoning close written again after the reasoning ended is markup: dropped from the content (the text
         # after it, with its whitespace, continues the content).
@@ -1606,6 +1838,8 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     _split_prefill(turn, reasoning or guessed)
     if reasoning or guessed:
         turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
+    if arguments_error is None:
+        _prefilled_segment_marker(r, turn, reasons)
     calls = None
     if arguments_error is not None:
         _dropped_opener_before_calls(r, reasoning or guessed, reasons)
@@ -1635,6 +1869,13 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             # What the chat template writes after a turn with calls, before the tool results (GLM's
             # <|observation|>): the model stops there.
             turn.extra_ends.append(header)
+        _inline_tool_results(r, turn, calls, reasons)
+        _content_wrapper_in_call_turn(r, turn, calls, reasons)
+        _call_object_head(r, turn, calls, reasons)
+        _builtin_tool_markup(r, turn, calls, reasons)
+        if turn.segment and calls.kind == "name_json":
+            # The segment marker also opens the content: a cut call header is the marker and a name, on one line.
+            calls.partial_open = _esc(turn.segment) + r"[^\[{\n<]*"
     _optional_anchor_suffix(r, turn, reasoning, scenarios[1]["render_kwargs"] if scenarios else None)
     turn.citation = _citation_markup(r, reasons)
     if scenarios and r.synthesis is None:

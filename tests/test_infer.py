@@ -526,9 +526,9 @@ def test_coverage_does_not_regress(coverage_rows):
     assert passed / total >= 0.40, module.render(rows)
 
 
-# Issue 13 asks for 85%; measured on the shared folder today: 87 of 111 (README "Inferring a template"). This floor
+# Issue 13 asks for 85%; measured on the shared folder today: 94 of 111 (README "Inferring a template"). This floor
 # guards what works against regressions; raise it as inference improves.
-COVERAGE_FLOOR = 0.78
+COVERAGE_FLOOR = 0.84
 
 
 @needs_folder
@@ -729,3 +729,198 @@ def test_cohere_grounded_answers_lose_their_citation_markers(coverage_rows):
         assert row.inferred, row.result.reasons
         differing = {name for name, _, _ in row.corpus_diff}
         assert not differing & {"grounded_answer_with_citations", "answer_opening_with_citation"}, row.corpus_diff
+
+
+# --- rules added for issue 13 (inferA) ---------------------------------------------------------------------
+
+# Tool results written inside the assistant turn when the message carries them (message.tool_responses), and as a
+# turn of their own otherwise: the probe turn shows no marker after the calls, the results' rendering does. As in
+# Gemma 4, no generation prompt follows results written in the turn: the model continues right after them.
+INLINE_RESULTS = _HEAD + """{% for c in m.tool_calls or [] %}<|call|>{{ c.function.name }}\
+{{ c.function.arguments | tojson }}<|/call|>{% endfor %}{% if m.tool_responses %}{% for t in m.tool_responses %}\
+<|result|>{{ t.name }}:{{ t.response }}<|/result|>{% endfor %}{% else %}""" + _TAIL.replace(
+    "{% elif m.role == 'tool' %}", "{% endif %}{% elif m.role == 'tool' %}").replace(
+    "{%- if add_generation_prompt %}", "{%- if add_generation_prompt and not messages[-1].tool_responses %}")
+
+
+def test_tool_results_written_in_the_assistant_turn_end_it():
+    result = infer_template(INLINE_RESULTS)
+    assert result.ok, result.reasons
+    assert any("message['tool_responses']" in r for r in result.reasons)
+    # The model stops where the results' markup starts; the next generation starts after the results.
+    assert parse_response('<|call|>get_time{}<|/call|><|result|>', result.template, prefix=PROMPT) == {
+        "role": "assistant", "tool_calls": [_call("get_time", {})]}
+    prefix = PROMPT + '<|call|>get_time{}<|/call|><|result|>get_time:12:00<|/result|>'
+    assert parse_response("It is noon.<|end|>", result.template, prefix=prefix) == {
+        "role": "assistant", "content": "It is noon."}
+    # Without the rule the same output leaves the marker in the content: the template that does not read the key.
+    plain = infer_template(INLINE_RESULTS.replace("m.tool_responses", "m.get('none')"))
+    assert plain.ok, plain.reasons
+    assert parse_response('<|call|>get_time{}<|/call|><|result|>', plain.template, prefix=PROMPT).get("content")
+
+
+@needs_folder
+@pytest.mark.parametrize("file", ["llamacpp--gemma-4-31B-it-interleaved.jinja", "trl/gemma4_v2.jinja"])
+def test_gemma4_templates_with_a_tool_turn_still_end_at_the_tool_response(file):
+    source = (Path(FOLDER) / file).read_text(encoding="utf-8")
+    result = infer_template(source, render_kwargs={"bos_token": "<bos>", "eos_token": "<eos>"})
+    assert result.ok, result.reasons
+    output = '<|tool_call>call:get_time{}<tool_call|><|tool_response>'
+    assert parse_response(output, result.template, prefix="<|turn>model\n") == {
+        "role": "assistant", "tool_calls": [_call("get_time", {})]}
+
+
+# Values holding markup wrapped in a CDATA section, as the chat template writes them.
+XML_CDATA = XML_PARAMS.replace("{{ v if v is string else v | tojson }}",
+                               "{% if v is string and '<' in v %}<![CDATA[{{ v }}]]>{% elif v is string %}{{ v }}"
+                               "{% else %}{{ v | tojson }}{% endif %}")
+
+
+def test_closing_markup_inside_a_cdata_value_does_not_end_the_call():
+    result = infer_template(XML_CDATA)
+    assert result.ok, result.reasons
+    output = '<invoke name="save">\n<arg name="text"><![CDATA[a </arg></invoke> b]]></arg>\n</invoke><|end|>'
+    assert parse_response(output, result.template, prefix=PROMPT) == {
+        "role": "assistant", "tool_calls": [_call("save", {"text": "a </arg></invoke> b"})]}
+    two = output[:-len("<|end|>")] + '\n<invoke name="get_time">\n</invoke><|end|>'
+    assert [c["function"]["name"] for c in parse_response(two, result.template, prefix=PROMPT)["tool_calls"]] == [
+        "save", "get_time"]
+
+
+@needs_folder
+def test_minicpm5_cdata_value_with_markup():
+    source = (Path(FOLDER) / "openbmb--MiniCPM5-1B.jinja").read_text(encoding="utf-8")
+    result = infer_template(source)
+    assert result.ok, result.reasons
+    output = ('<function name="save"><param name="text"><![CDATA[x </param></function> y]]></param></function>'
+              "<|im_end|>")
+    assert parse_response(output, result.template, prefix="<|im_start|>assistant\n<think>\n\n</think>\n\n")[
+        "tool_calls"] == [_call("save", {"text": "x </param></function> y"})]
+
+
+# Bare JSON calls; with builtin_tools set, calls to a built-in tool are written behind <|tag|> in another syntax and
+# a turn with calls ends with <|eom|> (the built-in tools mode of Llama 3.1 chat templates).
+BUILTIN_TOOLS = _HEAD + """{% for c in m.tool_calls or [] %}{% if builtin_tools is defined and c.function.name in \
+builtin_tools %}<|tag|>{{ c.function.name }}.call({% for k, v in c.function.arguments.items() %}{{ k }}="{{ v }}"\
+{% endfor %}){% else %}{{ {'name': c.function.name, 'parameters': c.function.arguments} | tojson }}{% endif %}\
+{% if not loop.last %}{{ '\\n' }}{% endif %}{% endfor %}{% if m.tool_calls and builtin_tools is defined %}<|eom|>{{ '\\n' }}{% else %}""" + _TAIL.replace(
+    "{% elif m.role == 'tool' %}", "{% endif %}{% elif m.role == 'tool' %}")
+
+
+def test_built_in_tools_mode_gives_a_call_marker_and_another_end():
+    result = infer_template(BUILTIN_TOOLS)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.builtin_call_marker"] == "<|tag|>"
+    assert any("builtin_tools" in r for r in result.reasons)
+    call = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
+    weather = [_call("get_weather", {"city": "Paris"})]
+    for output in (call + "<|end|>", "<|tag|>" + call + "<|eom|>", "<|tag|>" + call):
+        assert parse_response(output, result.template, prefix=PROMPT) == {"role": "assistant", "tool_calls": weather}
+    # A built-in tool's call is no function call: its text stays content, without the marker.
+    assert parse_response('Searching.\n<|tag|>web.call(query="x")<|eom|>', result.template, prefix=PROMPT) == {
+        "role": "assistant", "content": 'Searching.\nweb.call(query="x")'}
+    # Cut right after the marker or inside the call's head: nothing of it is left.
+    for cut in ("One moment.\n<|tag|>", 'One moment.\n<|tag|>{"name": "get_wea'):
+        assert parse_response(cut, result.template, prefix=PROMPT, truncated=True) == {
+            "role": "assistant", "content": "One moment."}, cut
+    # The same chat template without that mode: no marker is learnt.
+    plain = infer_template(BUILTIN_TOOLS.replace("builtin_tools is defined", "false"))
+    assert plain.ok and "tool_calls.builtin_call_marker" not in plain.markers
+
+
+@needs_folder
+@pytest.mark.parametrize("file", ["meta-llama--Llama-3.1-8B-Instruct.jinja", "meta-llama--Llama-3.3-70B-Instruct.jinja"])
+def test_llama31_python_tag_and_eom_come_from_the_built_in_tools_mode(file):
+    source = (Path(FOLDER) / file).read_text(encoding="utf-8")
+    result = infer_template(source, render_kwargs={"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
+    assert result.ok, result.reasons
+    prefix = "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    output = '<|python_tag|>{"name": "get_time", "parameters": {}}<|eom_id|>'
+    assert parse_response(output, result.template, prefix=prefix) == {
+        "role": "assistant", "tool_calls": [_call("get_time", {})]}
+
+
+# Bare JSON calls written back to back, the turn's content between two markers before them (Llama 4's
+# <|python_start|> ... <|python_end|>).
+WRAPPED_CONTENT = _HEAD.replace("{{ m.content or '' }}", "{% if not m.tool_calls %}{{ m.content or '' }}{% endif %}") + \
+    """{% if m.tool_calls %}<|py|>{{ m.content or '' }}<|/py|>{% for c in m.tool_calls %}\
+{{ {'name': c.function.name, 'parameters': c.function.arguments} | tojson }}{% endfor %}{% endif %}""" + _TAIL
+
+
+def test_bare_call_objects_back_to_back_and_content_wrapped_before_them():
+    result = infer_template(WRAPPED_CONTENT)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.content_wrapper"] == ("<|py|>", "<|/py|>")
+    weather, time = _call("get_weather", {"city": "Paris"}), _call("get_time", {})
+    calls = '{"name": "get_weather", "parameters": {"city": "Paris"}}{"name": "get_time", "parameters": {}}'
+    assert parse_response("<|py|><|/py|>" + calls + "<|end|>", result.template, prefix=PROMPT) == {
+        "role": "assistant", "tool_calls": [weather, time]}
+    assert parse_response("<|py|>Checking.<|/py|>" + calls + "<|end|>", result.template, prefix=PROMPT) == {
+        "role": "assistant", "content": "Checking.", "tool_calls": [weather, time]}
+    # The call inside the wrapper, or with no wrapper at all.
+    for output in ('<|py|>{"name": "get_time", "parameters": {}}<|/py|><|end|>', '{"name": "get_time", "parameters": {}}'):
+        assert parse_response(output, result.template, prefix=PROMPT) == {"role": "assistant", "tool_calls": [time]}
+
+
+def test_bare_call_objects_read_by_their_head_with_the_robustness_policy():
+    result = infer_template(BARE_JSON)
+    assert result.ok, result.reasons
+    weather, time = _call("get_weather", {"city": "Paris"}), _call("get_time", {})
+    call = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
+    for output, expected in [
+        ('{"type": "function", "name": "get_weather", "parameters": {"city": "Paris"}}<|end|>', {"tool_calls": [weather]}),
+        ('{"name": "get_weather", "arguments": {"city": "Paris"}}<|end|>', {"tool_calls": [weather]}),
+        (call + '; {"name": "get_time", "parameters": {}}<|end|>', {"tool_calls": [weather, time]}),
+        (call + ' I asked for the forecast.<|end|>', {"tool_calls": [weather], "content": "I asked for the forecast."}),
+        (call + "\n\nDone.<|end|>", {"tool_calls": [weather], "content": "Done."}),
+        ('Sure: ' + call + ' Anything else?<|end|>', {"content": "Sure: Anything else?", "tool_calls": [weather]}),
+        ('{"name": "run", "parameters": {"code": "d = {\\"a\\": {}} and more"}}<|end|>',
+         {"tool_calls": [_call("run", {"code": 'd = {"a": {}} and more'})]}),
+        ('{"name": "Alice", "age": 30}<|end|>', {"content": '{"name": "Alice", "age": 30}'}),
+    ]:
+        assert parse_response(output, result.template, prefix=PROMPT) == {"role": "assistant", **expected}, output
+    assert parse_response('One moment.\n{"name": "get_wea', result.template, prefix=PROMPT, truncated=True) == {
+        "role": "assistant", "content": "One moment."}
+    assert any("by policy" in r for r in result.reasons)
+
+
+@needs_folder
+def test_llama4_scout_is_inferred():
+    source = (Path(FOLDER) / "meta-llama--Llama-4-Scout-17B-16E-Instruct.jinja").read_text(encoding="utf-8")
+    result = infer_template(source, render_kwargs={"bos_token": "<|begin_of_text|>", "eos_token": "<|eot|>"})
+    assert result.ok, result.reasons
+    output = ('<|python_start|>Checking.<|python_end|>{"name": "get_weather", "parameters": {"city": "Paris"}}'
+              '{"name": "get_time", "parameters": {}}<|eot|>')
+    assert parse_response(output, result.template, prefix="<|header_start|>assistant<|header_end|>\n\n") == {
+        "role": "assistant", "content": "Checking.",
+        "tool_calls": [_call("get_weather", {"city": "Paris"}), _call("get_time", {})]}
+
+
+# Segments each opened by '>>>' and a recipient ('all' for the content, the function's name for a call); the
+# generation prompt writes the first '>>>' (Functionary v3).
+SEGMENTS = """{%- for m in messages %}<|turn|>{{ m.role }}
+{% if m.role == 'assistant' %}{% if m.content %}>>>all
+{{ m.content }}{% endif %}{% for c in m.tool_calls or [] %}>>>{{ c.function.name }}
+{{ c.function.arguments | tojson }}{% endfor %}{% else %}{{ m.content }}{% endif %}<|end|>
+{% endfor %}{% if add_generation_prompt %}<|turn|>assistant
+>>>{% endif %}"""
+
+
+def test_a_generation_prompt_that_opens_the_first_segment():
+    result = infer_template(SEGMENTS)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.call_open"] == ">>>"
+    prefix = "<|turn|>user\nWeather?<|end|>\n<|turn|>assistant\n>>>"
+    time = _call("get_time", {})
+    for output, expected in [
+        ("all\nHello.<|end|>", {"content": "Hello."}),
+        ("get_time\n{}<|end|>", {"tool_calls": [time]}),
+        ('all\nChecking.>>>get_weather\n{"city": "Paris"}>>>get_time\n{}<|end|>',
+         {"content": "Checking.", "tool_calls": [_call("get_weather", {"city": "Paris"}), time]}),
+        ("all\nA >>> B holds.<|end|>", {"content": "A >>> B holds."}),
+    ]:
+        assert parse_response(output, result.template, prefix=prefix) == {"role": "assistant", **expected}, output
+    assert parse_response("all\nOne moment.>>>get_ti", result.template, prefix=prefix, truncated=True) == {
+        "role": "assistant", "content": "One moment."}
+    # Without the prompt's '>>>' the name would follow no marker at all: inference gives up, as before.
+    assert not infer_template(SEGMENTS.replace("<|turn|>assistant\n>>>{% endif %}", "<|turn|>assistant\n{% endif %}")).ok
