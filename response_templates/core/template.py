@@ -99,6 +99,9 @@ class Watch:
     singles: dict = dataclass_field(default_factory=dict)
     # In a watch with regexes: the chunk fast path (scan.FastPath), None when a regex could not be analyzed.
     fast: Any = None
+    # One-shot parsing of a short text: the delimiters as one alternation (oneshot.ShortPlan), built on first use;
+    # False when a pattern cannot join one.
+    short_plan: Any = dataclass_field(default=None, compare=False, repr=False)
 
     @classmethod
     def build(cls, items: list[WatchItem]) -> "Watch":

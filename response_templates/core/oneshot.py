@@ -1,0 +1,138 @@
+"""One-shot parsing of a short text: one combined search per parser state.
+
+`parse_response` on a short output (at most `parser._SHORT_SEARCH` characters, prompt tail included) is mostly
+per-call setup, and most of it used to be one search per watched delimiter (each running to the end of the text when
+that delimiter comes late or never). Here each parser state (`Watch`) gets a `ShortPlan`: its delimiters joined in
+one alternation, each alternative wrapped in a named group. One search finds the leftmost position where any of them
+matches, and the group that took part says which alternative matched first there. The delimiters before it in the
+alternation do not match at that position (the alternation tried them there and they failed); the ones after it are
+tried there anchored, and the longest wins, then the rank (opens before closes, then the field name): the same
+answer as a search per delimiter, which `find_delimiter` gives at the end of a text.
+
+A pattern keeps its meaning inside the alternation, except for what refers to group numbers or names across it
+(backreferences, conditionals) and inline flags that apply to the whole pattern: a watch with such a delimiter gets
+no plan and keeps the per-delimiter search.
+
+On a short text the combined search costs at most the sum of the separate searches (each bounded by the square of
+the text's length for patterns without nested or adjacent repeats); when a delimiter has such repeats, the search
+keeps the regex time limit (the budget of the call), and the error names that delimiter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import regex
+
+from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
+from .scan import work
+
+# Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
+_CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
+_PLAIN_FLAGS = regex.compile("", regex.DOTALL).flags
+_WRAPPER = "_rt_alternative_{}"
+
+
+class ShortPlan:
+    """A watch's delimiters as one alternation (see the module docstring)."""
+
+    __slots__ = ("search", "names", "tries", "timed", "culprit", "single")
+
+    def __init__(self, search: Any, names: tuple, tries: tuple, timed: bool, culprit: Any, single: bool):
+        self.search = search  # the combined pattern's bound search
+        self.names = names  # the wrapper group of each alternative, in order
+        # per alternative: (item, its pattern's bound match, whether that try keeps the time limit,
+        # whether the pattern has named groups)
+        self.tries = tries
+        self.timed = timed  # some delimiter has nested or adjacent repeats (or could not be analyzed)
+        self.culprit = culprit  # the item a timeout of the combined search names
+        self.single = single
+
+
+def _unsafe(item: Any) -> bool:
+    delimiter = item.delimiter
+    return delimiter.literals is None and (delimiter.scan is None or not delimiter.scan.safe)
+
+
+def build_short_plan(watch: Any) -> ShortPlan | None:
+    """The plan of a watch, or None when it watches nothing or a pattern cannot join an alternation."""
+    if not watch.items:
+        return None
+    pieces, tries = [], []
+    names = tuple(_WRAPPER.format(index) for index in range(len(watch.items)))
+    for index, item in enumerate(watch.items):
+        pattern = item.delimiter.regex
+        if item.delimiter.literals is None:
+            if pattern.flags != _PLAIN_FLAGS or _CROSS_GROUP.search(pattern.pattern):
+                return None
+            if any(name in pattern.groupindex for name in names):
+                return None
+        pieces.append(f"(?P<{names[index]}>{pattern.pattern})")
+        tries.append((item, pattern.match, _unsafe(item), bool(pattern.groupindex)))
+    try:
+        combined = regex.compile("|".join(pieces), regex.DOTALL)
+    except (regex.error, OverflowError, RecursionError, ValueError):
+        return None
+    if combined.flags != _PLAIN_FLAGS:
+        return None
+    unsafe = [item for item, _, timed, _ in tries if timed]
+    regexes = [item for item in watch.items if item.delimiter.literals is None]
+    culprit = unsafe[0] if unsafe else (regexes[0] if regexes else watch.items[0])
+    return ShortPlan(combined.search, names, tuple(tries), bool(unsafe), culprit, len(tries) == 1)
+
+
+def _timeout(item: Any) -> RegexTimeoutError:
+    return RegexTimeoutError(
+        timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
+    )
+
+
+def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
+    """The delimiter at or after `pos` in a complete short text: (item, start, end, named groups or None), or None
+    (also when the first one starts at the very end of the text, as `find_delimiter`)."""
+    try:
+        if plan.timed:
+            match = plan.search(text, pos, timeout=regex_time_left())
+        else:
+            regex_time_left()  # the budget of the call may already be spent
+            match = plan.search(text, pos)
+    except TimeoutError:
+        raise _timeout(plan.culprit) from None
+    work[0] += len(text) - pos
+    if match is None:
+        return None
+    start = match.start()
+    if start >= len(text):
+        return None
+    tries = plan.tries
+    if plan.single:
+        first = 0
+    else:
+        first = 0
+        names = plan.names
+        while match.start(names[first]) < 0:
+            first += 1
+    item, matcher, timed, named = tries[first]
+    best, best_end, best_match = item, match.end(), None
+    for index in range(first + 1, len(tries)):
+        other, other_matcher, other_timed, _ = tries[index]
+        try:
+            found = other_matcher(text, start, timeout=regex_time_left()) if other_timed else other_matcher(text, start)
+        except TimeoutError:
+            raise _timeout(other) from None
+        if found is None:
+            continue
+        end = found.end()
+        if end > best_end or (end == best_end and other.rank < best.rank):
+            best, best_end, best_match = other, end, found
+    if best.delimiter.literals is not None:
+        return best, start, best_end, None
+    if best_match is None:
+        if not named:
+            return best, start, best_end, {}
+        # the winner's own groups (the alternation shares group names between alternatives)
+        try:
+            best_match = matcher(text, start, timeout=regex_time_left()) if timed else matcher(text, start)
+        except TimeoutError:
+            raise _timeout(best) from None
+    return best, start, best_end, best_match.groupdict()
