@@ -63,6 +63,25 @@ def _quote_bare_key(match: Any) -> str:
     return f'{match.group(1)}"{match.group(2)}"{match.group(3)}:'
 
 
+# Compiled regexes of template arguments (string_delims pairs, tag_pattern), by their text: a parse compiles none.
+_COMPILED: dict = {}
+_COMPILED_LIMIT = 512
+
+
+def _compiled(key: Any, source: str) -> Any:
+    found = _COMPILED.get(key)
+    if found is None:
+        found = regex.compile(source, regex.DOTALL)
+        if len(_COMPILED) >= _COMPILED_LIMIT:
+            _COMPILED.clear()
+        _COMPILED[key] = found
+    return found
+
+
+def _delims_finder(opener: str, closer: str) -> Any:
+    return _compiled(("delims", opener, closer), regex.escape(opener) + r"(.*?)" + regex.escape(closer))
+
+
 def parse_json(text: str, args: dict) -> Any:
     """JSON, with dialect switches for what models write: `string_delims` (strings between custom markers),
     `unquoted_keys` (bare identifiers as keys) and `allow_non_json` (fall back to the stripped text)."""
@@ -78,7 +97,7 @@ def parse_json(text: str, args: dict) -> Any:
                 cut.append(match.group(1))
                 return f"{_SLOT_START}{len(cut) - 1}{_SLOT_END}"
 
-            finder = regex.compile(regex.escape(opener) + r"(.*?)" + regex.escape(closer), regex.DOTALL)
+            finder = _delims_finder(opener, closer)
             working = finder.sub(keep, working)
     if args.get("unquoted_keys", False):
         working = _BARE_KEY.sub(_quote_bare_key, working)
@@ -115,7 +134,7 @@ def _finditer(pattern: str, text: str) -> list:
     its own, for the text's size, when called outside one)."""
     try:
         with regex_budget(len(text)):
-            return list(regex.finditer(pattern, text, flags=regex.DOTALL, timeout=regex_time_left()))
+            return list(_compiled(("tags", pattern), pattern).finditer(text, timeout=regex_time_left()))
     except TimeoutError:
         raise RegexTimeoutError(timeout_message(f"xml-inline: tag_pattern {excerpt(pattern)}")) from None
 

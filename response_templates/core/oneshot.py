@@ -25,28 +25,67 @@ from typing import Any
 import regex
 
 from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
-from .scan import work
+from .scan import first_candidate, work
 
 # Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
 _CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
 _PLAIN_FLAGS = regex.compile("", regex.DOTALL).flags
+_BOUND_FROM = 128
 _WRAPPER = "_rt_alternative_{}"
 
 
 class ShortPlan:
     """A watch's delimiters as one alternation (see the module docstring)."""
 
-    __slots__ = ("search", "names", "tries", "timed", "culprit", "single")
+    __slots__ = ("search", "names", "tries", "timed", "culprit", "single", "bound")
 
-    def __init__(self, search: Any, names: tuple, tries: tuple, timed: bool, culprit: Any, single: bool):
+    def __init__(self, search: Any, names: tuple, tries: tuple, timed: bool, culprit: Any, single: bool, bound: Any):
         self.search = search  # the combined pattern's bound search
-        self.names = names  # the wrapper group of each alternative, in order
+        self.names = names  # the number of the wrapper group of each alternative, in order
         # per alternative: (item, its pattern's bound match, whether that try keeps the time limit,
         # whether the pattern has named groups)
         self.tries = tries
         self.timed = timed  # some delimiter has nested or adjacent repeats (or could not be analyzed)
         self.culprit = culprit  # the item a timeout of the combined search names
         self.single = single
+        self.bound = bound  # where the search may begin (`_Bound`), or None: at the position
+
+
+class _Bound:
+    """The starts of every delimiter of a watch together, in the form `scan.first_candidate` reads: the trigger
+    characters of all, the longest reach back, and the lead classes of all (a run of any of them before the first
+    trigger). It gives a position no delimiter can start before (at or before each one's own first candidate)."""
+
+    __slots__ = ("prefilter", "begin", "back_reach", "lead_back")
+
+    def __init__(self, prefilter: Any, begin: bool, back_reach: int, lead_back: Any):
+        self.prefilter, self.begin, self.back_reach, self.lead_back = prefilter, begin, back_reach, lead_back
+
+
+def _bound(items: list) -> _Bound | None:
+    triggers, leads = [], set()
+    begin, back_reach = False, 0
+    for item in items:
+        delimiter = item.delimiter
+        if delimiter.literals is not None:
+            triggers.append(delimiter.regex.pattern)
+            continue
+        scan = delimiter.scan
+        if scan is None or scan.prefilter is None:
+            return None
+        triggers.append(scan.prefilter.pattern)
+        leads.update(scan.lead_sources)
+        begin = begin or scan.begin
+        back_reach = max(back_reach, scan.back_reach)
+    try:
+        return _Bound(
+            regex.compile("|".join(f"(?:{source})" for source in triggers)),
+            begin,
+            back_reach,
+            regex.compile(f"(?r)(?!{'|'.join(sorted(leads))}).", regex.DOTALL) if leads else None,
+        )
+    except (regex.error, OverflowError, RecursionError, ValueError):
+        return None
 
 
 def _unsafe(item: Any) -> bool:
@@ -78,7 +117,11 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
     unsafe = [item for item, _, timed, _ in tries if timed]
     regexes = [item for item in watch.items if item.delimiter.literals is None]
     culprit = unsafe[0] if unsafe else (regexes[0] if regexes else watch.items[0])
-    return ShortPlan(combined.search, names, tuple(tries), bool(unsafe), culprit, len(tries) == 1)
+    # Where to begin the search: the first candidate of any delimiter, found with two more searches, which only
+    # pay off when trying the alternation at each character costs much (delimiters with adjacent repeats).
+    bound = _bound(watch.items)
+    numbers = tuple(combined.groupindex[name] for name in names)
+    return ShortPlan(combined.search, numbers, tuple(tries), bool(unsafe), culprit, len(tries) == 1, bound)
 
 
 def _timeout(item: Any) -> RegexTimeoutError:
@@ -90,6 +133,8 @@ def _timeout(item: Any) -> RegexTimeoutError:
 def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     """The delimiter at or after `pos` in a complete short text: (item, start, end, named groups or None), or None
     (also when the first one starts at the very end of the text, as `find_delimiter`)."""
+    if plan.bound is not None and len(text) - pos > _BOUND_FROM:
+        pos = first_candidate(plan.bound, text, pos)
     try:
         if plan.timed:
             match = plan.search(text, pos, timeout=regex_time_left())
