@@ -222,3 +222,48 @@ def test_a_longer_delimiter_at_the_same_place_brings_its_own_groups_not_the_firs
     text = "<n bob>hi."
     assert rt.parse_response(text, template, prefix="") == {"long": {"who": "bob", "text": "hi"}}
     assert streamed(template, text, "") == {"long": {"who": "bob", "text": "hi"}}
+
+
+def _last_anchor_end(pattern: str, prefix: str) -> str:
+    """The prompt after the last match of the anchor, as the regex finds them left to right (the definition)."""
+    import regex
+
+    end = None
+    for match in regex.finditer(pattern, prefix, flags=regex.DOTALL):
+        end = match.end()
+    return prefix if end is None else prefix[end:]
+
+
+@pytest.mark.parametrize(
+    "anchor",
+    [
+        r"\[/INST\]|\[/TOOL_RESULTS\]",
+        r"<s>|<t>",
+        r"(?:<a>|<b>)x",
+        r"<a>|<a>b",  # one holds the other: not taken as literals
+        r"aa|b",  # overlaps itself
+        r"ab|ba",  # a suffix of one begins the other
+        r"<\|assistant\|>",
+        r"<a>(?:x)?",  # not only literals
+    ],
+)
+def test_a_start_anchor_spelled_as_literals_cuts_the_prompt_where_its_last_match_ends(anchor):
+    template = {"start_anchor_pattern": anchor, "fields": {"content": {}}}
+    compiled = load_template(template)
+    pieces = ["<a>", "<b>", "x", "b", "aa", "ab", "ba", "[/INST]", "[/TOOL_RESULTS]", "<s>", "<t>", "<|assistant|>", " "]
+    import random
+
+    chooser = random.Random(anchor)
+    for _ in range(300):
+        prefix = "".join(chooser.choice(pieces) for _ in range(chooser.randint(0, 12)))
+        assert compiled.truncate_prefix(prefix) == _last_anchor_end(anchor, prefix), prefix
+
+
+def test_literal_anchors_are_read_as_literals_only_when_they_cannot_overlap():
+    def literals(anchor):
+        return load_template({"start_anchor_pattern": anchor, "fields": {"content": {}}}).anchor_literals
+
+    assert literals(r"\[/INST\]|\[/TOOL_RESULTS\]") == ("[/INST]", "[/TOOL_RESULTS]")
+    assert literals(r"<a>|<a>b") is None and literals("aa|b") is None and literals("ab|ba") is None
+    assert literals(r"<a>(?:x)?") is None and literals(r"(?i)<a>") is None
+    assert load_template({"start_anchor": ["<s>", "<t>"], "fields": {"content": {}}}).anchor_literals == ("<s>", "<t>")
