@@ -55,6 +55,8 @@ def parse_bool(text: str, args: dict) -> bool:
 _SLOT_START, _SLOT_END = "\x01", "\x02"
 # A whole JSON string (kept as it is), or a bare identifier used as an object key (to be quoted).
 _BARE_KEY = regex.compile(r'"(?:\\.|[^"\\])*"|(?<=[{,])(\s*)(\w+)(\s*):')
+# What a bare key needs somewhere in the text (strings included): without it, quoting keys changes nothing.
+_MAYBE_BARE_KEY = regex.compile(r"[{,]\s*\w+\s*:")
 
 
 def _quote_bare_key(match: Any) -> str:
@@ -68,10 +70,11 @@ _COMPILED: dict = {}
 _COMPILED_LIMIT = 512
 
 
-def _compiled(key: Any, source: str) -> Any:
+def _compiled(key: Any, source: Any) -> Any:
+    """The compiled regex cached under `key`; `source` is its text, or a function giving it."""
     found = _COMPILED.get(key)
     if found is None:
-        found = regex.compile(source, regex.DOTALL)
+        found = regex.compile(source() if callable(source) else source, regex.DOTALL)
         if len(_COMPILED) >= _COMPILED_LIMIT:
             _COMPILED.clear()
         _COMPILED[key] = found
@@ -79,7 +82,7 @@ def _compiled(key: Any, source: str) -> Any:
 
 
 def _delims_finder(opener: str, closer: str) -> Any:
-    return _compiled(("delims", opener, closer), regex.escape(opener) + r"(.*?)" + regex.escape(closer))
+    return _compiled(("delims", opener, closer), lambda: regex.escape(opener) + r"(.*?)" + regex.escape(closer))
 
 
 def parse_json(text: str, args: dict) -> Any:
@@ -99,7 +102,7 @@ def parse_json(text: str, args: dict) -> Any:
 
             finder = _delims_finder(opener, closer)
             working = finder.sub(keep, working)
-    if args.get("unquoted_keys", False):
+    if args.get("unquoted_keys", False) and _MAYBE_BARE_KEY.search(working) is not None:
         working = _BARE_KEY.sub(_quote_bare_key, working)
     for index, piece in enumerate(cut):
         working = working.replace(f"{_SLOT_START}{index}{_SLOT_END}", json.dumps(piece))
