@@ -37,18 +37,19 @@ _WRAPPER = "_rt_alternative_{}"
 class ShortPlan:
     """A watch's delimiters as one alternation (see the module docstring)."""
 
-    __slots__ = ("search", "names", "tries", "timed", "culprit", "single", "bound")
+    __slots__ = ("search", "names", "tries", "timed", "culprit", "single", "bound", "wrapper")
 
     def __init__(self, search: Any, names: tuple, tries: tuple, timed: bool, culprit: Any, single: bool, bound: Any):
         self.search = search  # the combined pattern's bound search
         self.names = names  # the number of the wrapper group of each alternative, in order
-        # per alternative: (item, its pattern's bound match, whether that try keeps the time limit,
-        # whether the pattern has named groups)
+        # per alternative: (item, its pattern's bound match, whether that try keeps the time limit, whether the
+        # pattern has named groups, a cheap test that it may start at a position or None)
         self.tries = tries
         self.timed = timed  # some delimiter has nested or adjacent repeats (or could not be analyzed)
         self.culprit = culprit  # the item a timeout of the combined search names
         self.single = single
         self.bound = bound  # where the search may begin (`_Bound`), or None: at the position
+        self.wrapper = _WRAPPER.format(0)
 
 
 class _Bound:
@@ -107,14 +108,14 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
             if any(name in pattern.groupindex for name in names):
                 return None
         pieces.append(f"(?P<{names[index]}>{pattern.pattern})")
-        tries.append((item, pattern.match, _unsafe(item), bool(pattern.groupindex)))
+        tries.append((item, pattern.match, _unsafe(item), bool(pattern.groupindex), _may_start(item)))
     try:
         combined = regex.compile("|".join(pieces), regex.DOTALL)
     except (regex.error, OverflowError, RecursionError, ValueError):
         return None
     if combined.flags != _PLAIN_FLAGS:
         return None
-    unsafe = [item for item, _, timed, _ in tries if timed]
+    unsafe = [item for item, _, timed, _, _ in tries if timed]
     regexes = [item for item in watch.items if item.delimiter.literals is None]
     culprit = unsafe[0] if unsafe else (regexes[0] if regexes else watch.items[0])
     # Where to begin the search: the first candidate of any delimiter, found with two more searches, which only
@@ -122,6 +123,30 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
     bound = _bound(watch.items)
     numbers = tuple(combined.groupindex[name] for name in names)
     return ShortPlan(combined.search, numbers, tuple(tries), bool(unsafe), culprit, len(tries) == 1, bound)
+
+
+def _may_start(item: Any) -> Any:
+    """A cheap test that a delimiter can start at a position (a bound `match` that fails where it cannot), or None
+    when any position may do: a literal delimiter starts with one of its literals; a pattern whose every match
+    begins with a trigger of its scan, possibly after a run of a lead class (`\\s*<tool_call>`), starts with one or
+    the other. Patterns led by a lookbehind, or that may match at the very start or end of the text, get none."""
+    delimiter = item.delimiter
+    if delimiter.literals is not None:
+        return delimiter.regex.match
+    scan = delimiter.scan
+    if scan is None or scan.after is not None or scan.near or scan.after_runs or scan.begin or scan.end:
+        return None
+    sources = [scan.plain.pattern] if scan.plain is not None else []
+    for trigger, lead, *_ in scan.leads:
+        if trigger is not None:
+            sources.append(trigger.pattern)
+        sources.append(lead.pattern)
+    if not sources:
+        return None
+    try:
+        return regex.compile("|".join(f"(?:{source})" for source in sources), regex.DOTALL).match
+    except (regex.error, OverflowError, RecursionError, ValueError):
+        return None
 
 
 def _timeout(item: Any) -> RegexTimeoutError:
@@ -149,18 +174,24 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     start = match.start()
     if start >= len(text):
         return None
-    tries = plan.tries
     if plan.single:
-        first = 0
-    else:
-        first = 0
-        names = plan.names
-        while match.start(names[first]) < 0:
-            first += 1
-    item, matcher, timed, named = tries[first]
+        item = plan.tries[0][0]
+        if item.delimiter.literals is not None:
+            return item, start, match.end(), None
+        groups = match.groupdict()  # one alternative: its groups, and the wrapper's
+        del groups[plan.wrapper]
+        return item, start, match.end(), groups
+    tries = plan.tries
+    first = 0
+    numbers = plan.names
+    while match.start(numbers[first]) < 0:
+        first += 1
+    item, matcher, timed, named, _ = tries[first]
     best, best_end, best_match = item, match.end(), None
     for index in range(first + 1, len(tries)):
-        other, other_matcher, other_timed, _ = tries[index]
+        other, other_matcher, other_timed, _, may_start = tries[index]
+        if may_start is not None and may_start(text, start) is None:
+            continue
         try:
             found = other_matcher(text, start, timeout=regex_time_left()) if other_timed else other_matcher(text, start)
         except TimeoutError:
