@@ -30,7 +30,9 @@ from .scan import first_candidate, work
 # Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
 _CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
 _PLAIN_FLAGS = regex.compile("", regex.DOTALL).flags
+# The rest of the text from which the search begins at the first candidate (see build_short_plan).
 _BOUND_FROM = 128
+_BOUND_FROM_TIMED = 32
 _WRAPPER = "_rt_alternative_{}"
 
 
@@ -118,8 +120,8 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
     unsafe = [item for item, _, timed, _, _ in tries if timed]
     regexes = [item for item in watch.items if item.delimiter.literals is None]
     culprit = unsafe[0] if unsafe else (regexes[0] if regexes else watch.items[0])
-    # Where to begin the search: the first candidate of any delimiter, found with two more searches, which only
-    # pay off when trying the alternation at each character costs much (delimiters with adjacent repeats).
+    # Where to begin the search: the first candidate of any delimiter, found with two more searches, which pay off
+    # over a long enough rest of the text (sooner when the search keeps the time limit, which slows it).
     bound = _bound(watch.items)
     numbers = tuple(combined.groupindex[name] for name in names)
     return ShortPlan(combined.search, numbers, tuple(tries), bool(unsafe), culprit, len(tries) == 1, bound)
@@ -158,7 +160,7 @@ def _timeout(item: Any) -> RegexTimeoutError:
 def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     """The delimiter at or after `pos` in a complete short text: (item, start, end, named groups or None), or None
     (also when the first one starts at the very end of the text, as `find_delimiter`)."""
-    if plan.bound is not None and len(text) - pos > _BOUND_FROM:
+    if plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if plan.timed else _BOUND_FROM):
         pos = first_candidate(plan.bound, text, pos)
     try:
         if plan.timed:
