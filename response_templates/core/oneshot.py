@@ -25,7 +25,7 @@ from typing import Any
 import regex
 
 from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
-from .scan import first_candidate, work
+from .scan import work
 
 # Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
 _CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
@@ -33,16 +33,22 @@ _PLAIN_FLAGS = regex.compile("", regex.DOTALL).flags
 # The rest of the text from which the search begins at the first candidate (see build_short_plan).
 _BOUND_FROM = 128
 _BOUND_FROM_TIMED = 32
+# Past this much text from the first candidate, the combined search (which tries every alternative at every
+# character) costs more than one search per delimiter (each skipping what the regex engine rules out fast), and
+# `find_short` answers FAR.
+_COMBINED_MOST = 256
+FAR = object()
 _WRAPPER = "_rt_alternative_{}"
 
 
 class ShortPlan:
     """A watch's delimiters as one alternation (see the module docstring)."""
 
-    __slots__ = ("search", "names", "tries", "timed", "culprit", "single", "bound", "wrapper")
+    __slots__ = ("search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins")
 
-    def __init__(self, search: Any, names: tuple, tries: tuple, timed: bool, culprit: Any, single: bool, bound: Any):
-        self.search = search  # the combined pattern's bound search
+    def __init__(self, combined: Any, names: tuple, tries: tuple, timed: bool, culprit: Any, single: bool, bound: Any):
+        self.search = combined.search
+        self.match = combined.match
         self.names = names  # the number of the wrapper group of each alternative, in order
         # per alternative: (item, its pattern's bound match, whether that try keeps the time limit, whether the
         # pattern has named groups, a cheap test that it may start at a position or None)
@@ -52,22 +58,66 @@ class ShortPlan:
         self.single = single
         self.bound = bound  # where the search may begin (`_Bound`), or None: at the position
         self.wrapper = _WRAPPER.format(0)
+        # some delimiter may match at the start of the text only (`\\A`, `^`): the first candidate ignores that
+        self.begins = any(item.delimiter.scan is not None and item.delimiter.scan.begin for item, *_ in tries)
 
 
 class _Bound:
-    """The starts of every delimiter of a watch together, in the form `scan.first_candidate` reads: the trigger
+    """The starts of every delimiter of a watch together (the form `scan.first_candidate` reads): the trigger
     characters of all, the longest reach back, and the lead classes of all (a run of any of them before the first
-    trigger). It gives a position no delimiter can start before (at or before each one's own first candidate)."""
+    trigger). It gives a position no delimiter can start before (at or before each one's own first candidate),
+    except at the start of the text for delimiters anchored there (`find_short` tries the start itself)."""
 
-    __slots__ = ("prefilter", "begin", "back_reach", "lead_back")
+    __slots__ = ("prefilter", "back_reach", "lead_back")
 
-    def __init__(self, prefilter: Any, begin: bool, back_reach: int, lead_back: Any):
-        self.prefilter, self.begin, self.back_reach, self.lead_back = prefilter, begin, back_reach, lead_back
+    def __init__(self, prefilter: Any, back_reach: int, lead_back: Any):
+        self.prefilter, self.back_reach, self.lead_back = prefilter, back_reach, lead_back
+
+
+def _top_level(source: str) -> list[str]:
+    """The alternatives of a regex source at its top level (split at `|` outside groups, classes and escapes)."""
+    pieces, depth, start, index, in_class = [], 0, 0, 0, False
+    while index < len(source):
+        char = source[index]
+        if char == "\\":
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if source[index + 1:index + 2] == "]":
+                index += 1
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            pieces.append(source[start:index])
+            start = index + 1
+        index += 1
+    pieces.append(source[start:])
+    return pieces
+
+
+def _first_candidate(bound: _Bound, text: str, pos: int) -> int:
+    """A position at or after `pos` before which no delimiter of the watch starts in this complete text: the start
+    of the run of lead-class characters before the first trigger (or before the end of the text). As
+    `scan.first_candidate`, without partial matches: at the end of the text, a trigger the end cuts cannot be part
+    of a match (a match holds its trigger whole), and a partial search costs ten times more."""
+    first = len(text)
+    found = bound.prefilter.search(text, max(0, pos - bound.back_reach))
+    if found is not None:
+        first = found.start()
+    if bound.lead_back is not None and first > pos:
+        found = bound.lead_back.search(text, pos, first)
+        first = found.end() if found is not None else pos
+    return max(first, pos)
 
 
 def _bound(items: list) -> _Bound | None:
     triggers, leads = [], set()
-    begin, back_reach = False, 0
+    back_reach = 0
     for item in items:
         delimiter = item.delimiter
         if delimiter.literals is not None:
@@ -76,14 +126,14 @@ def _bound(items: list) -> _Bound | None:
         scan = delimiter.scan
         if scan is None or scan.prefilter is None:
             return None
-        triggers.append(scan.prefilter.pattern)
+        if scan.prefilter.pattern != "(?!)":  # no trigger (a delimiter anchored at the start only)
+            triggers.append(scan.prefilter.pattern)
         leads.update(scan.lead_sources)
-        begin = begin or scan.begin
         back_reach = max(back_reach, scan.back_reach)
     try:
         return _Bound(
-            regex.compile("|".join(f"(?:{source})" for source in triggers)),
-            begin,
+            # one level of alternatives (nested groups make `regex` give up its fast scan for literals)
+            regex.compile("|".join(sorted(set(piece for source in triggers for piece in _top_level(source)), key=lambda piece: (-len(piece), piece))) or "(?!)"),
             back_reach,
             regex.compile(f"(?r)(?!{'|'.join(sorted(leads))}).", regex.DOTALL) if leads else None,
         )
@@ -124,7 +174,7 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
     # over a long enough rest of the text (sooner when the search keeps the time limit, which slows it).
     bound = _bound(watch.items)
     numbers = tuple(combined.groupindex[name] for name in names)
-    return ShortPlan(combined.search, numbers, tuple(tries), bool(unsafe), culprit, len(tries) == 1, bound)
+    return ShortPlan(combined, numbers, tuple(tries), bool(unsafe), culprit, len(tries) == 1, bound)
 
 
 def _may_start(item: Any) -> Any:
@@ -160,14 +210,23 @@ def _timeout(item: Any) -> RegexTimeoutError:
 def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     """The delimiter at or after `pos` in a complete short text: (item, start, end, named groups or None), or None
     (also when the first one starts at the very end of the text, as `find_delimiter`)."""
-    if plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if plan.timed else _BOUND_FROM):
-        pos = first_candidate(plan.bound, text, pos)
+    match = None
     try:
-        if plan.timed:
-            match = plan.search(text, pos, timeout=regex_time_left())
-        else:
-            regex_time_left()  # the budget of the call may already be spent
-            match = plan.search(text, pos)
+        if pos == 0 and plan.begins:
+            # a delimiter anchored at the start of the text: try the start first (the first candidate skips it)
+            match = plan.match(text, 0, timeout=regex_time_left()) if plan.timed else plan.match(text, 0)
+            if match is None:
+                pos = 1
+        if match is None:
+            if plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if plan.timed else _BOUND_FROM):
+                pos = max(pos, _first_candidate(plan.bound, text, pos))
+            if len(text) - pos > _COMBINED_MOST:
+                return FAR
+            if plan.timed:
+                match = plan.search(text, pos, timeout=regex_time_left())
+            else:
+                regex_time_left()  # the budget of the call may already be spent
+                match = plan.search(text, pos)
     except TimeoutError:
         raise _timeout(plan.culprit) from None
     work[0] += len(text) - pos

@@ -20,7 +20,7 @@ from typing import Any
 
 from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, excerpt, grow_regex_budget, regex_budget, regex_time_left, timeout_message
-from .oneshot import build_short_plan, find_short
+from .oneshot import FAR, build_short_plan, find_short
 from .scan import first_candidate, scan_pattern, track_guards, work
 from .template import CompiledTemplate, Watch, WatchItem, load_template
 from .token_ids import TokenIdDecoder, strip_markers
@@ -685,6 +685,47 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     return _settle_probe(item, buffer, match, end)
 
 
+def _find_short(watch: Watch, text: str, pos: int, found: dict) -> tuple | None:
+    """`find_delimiter` at the end of a short text (`_SHORT_SEARCH`), for one-shot parsing: one search per delimiter,
+    each begun at its own first candidate and kept in `found` while the match lies ahead. `oneshot.find_short`
+    searches all of a state's delimiters at once, which is cheaper unless much text lies before the first one (the
+    search of one delimiter skips text the regex engine can rule out fast, the combined search cannot)."""
+    best, best_key = None, None
+    for index, item in enumerate(watch.items):
+        hit = found.get(id(item))
+        if hit is None or hit[0] > pos or (hit[1] is not None and hit[1].start() < pos):
+            delimiter = item.delimiter
+            scan = delimiter.scan
+            if delimiter.literals is not None:
+                match = watch.singles[index].combined.search(text, pos)
+            elif scan is None:
+                match = _pattern_scan(item, text, pos, True)[0]
+            elif scan.safe:
+                try:
+                    regex_time_left()
+                except TimeoutError:
+                    raise RegexTimeoutError(
+                        timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(delimiter.regex.pattern)}")
+                    ) from None
+                match = delimiter.regex.search(text, first_candidate(scan, text, pos))
+            else:  # nested or adjacent repeats: the search keeps the time limit
+                match = _timed(item, delimiter.regex.search, text, first_candidate(scan, text, pos))
+            work[0] += len(text) - pos
+            found[id(item)] = (pos, match)
+        else:
+            match = hit[1]
+        if match is None:
+            continue
+        start = match.start()
+        key = (start, start - match.end(), item.rank)
+        if best_key is None or key < best_key:
+            best_key, best = key, (item, match, start)
+    if best is None or best[2] >= len(text):
+        return None  # as find_delimiter: nothing starts at the very end of the text
+    item, match, start = best
+    return item, start, match.end(), (match.groupdict() if item.delimiter.literals is None else None)
+
+
 def _short_search(item: WatchItem, buffer: str, pos: int, memo: dict | None, key: int, base: int) -> Any:
     """At the end of a short text: one `search` (its cost is bounded by the square of `_SHORT_SEARCH` for a pattern
     without nested or adjacent repeats; others keep the time limit), reused while the match found lies ahead. Same answer as
@@ -882,7 +923,11 @@ def _parse_whole(
             plan = watch.short_plan
             if plan is None:
                 plan = watch.short_plan = build_short_plan(watch) or False
-            found = find_short(plan, text, pos) if plan else find_delimiter(watch, text, pos, True, memo)[0]
+            found = find_short(plan, text, pos) if plan else None
+            if found is FAR:
+                found = _find_short(watch, text, pos, memo)
+            elif not plan:
+                found = find_delimiter(watch, text, pos, True, memo)[0]
         else:
             found, _ = find_delimiter(watch, text, pos, True, memo)
         if truncated and found is not None and current is not None and current != implicit:
