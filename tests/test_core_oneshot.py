@@ -267,3 +267,30 @@ def test_literal_anchors_are_read_as_literals_only_when_they_cannot_overlap():
     assert literals(r"<a>|<a>b") is None and literals("aa|b") is None and literals("ab|ba") is None
     assert literals(r"<a>(?:x)?") is None and literals(r"(?i)<a>") is None
     assert load_template({"start_anchor": ["<s>", "<t>"], "fields": {"content": {}}}).anchor_literals == ("<s>", "<t>")
+
+
+def test_a_delimiter_anchored_at_the_start_competes_there_and_nowhere_else():
+    template = _template(
+        {
+            "head": {"open_pattern": r"\A\s*<x>", "close": "."},
+            "long": {"open_pattern": r"\s*<x>y", "close": "."},
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    for text in (" <x>y1.<x>2.", " <x>1.<x>y2.", "a <x>1.", "<x>1. <x>2." + " filler" * 60 + "<x>y3."):
+        assert rt.parse_response(text, template, prefix="") == streamed(template, text, ""), text
+    assert rt.parse_response(" <x>1.<x>y2.", template, prefix="") == {"head": "1", "long": "2"}
+
+
+@pytest.mark.parametrize("name", ["qwen3", "deepseek_v3.2", "phi-4-mini", "gemma-4", "kimi-k2", "mistral_v3"])
+def test_delimiters_far_into_a_short_text_are_found_as_when_streaming(name):
+    """Delimiters 300 to 500 characters in (past the reach of the combined search, each delimiter is searched on
+    its own)."""
+    corpus = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))
+    template = rt.get_template(name)
+    for case in corpus["cases"]:
+        for lead in (PROSE * 2, (PROSE * 3)[:430]):
+            text = (lead + case["output"])[:510]
+            assert outcome(rt.parse_response, text, template, prefix=case["prefix"]) == outcome(
+                streamed, template, text, case["prefix"], 9
+            ), (case["name"], len(lead))
