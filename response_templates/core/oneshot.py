@@ -20,6 +20,7 @@ keeps the regex time limit (the budget of the call), and the error names that de
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any
 
 import regex
@@ -33,10 +34,14 @@ _PLAIN_FLAGS = regex.compile("", regex.DOTALL).flags
 # The rest of the text from which the search begins at the first candidate (see build_short_plan).
 _BOUND_FROM = 128
 _BOUND_FROM_TIMED = 32
-# Past this much text from the first candidate, the combined search (which tries every alternative at every
-# character) costs more than one search per delimiter (each skipping what the regex engine rules out fast), and
-# `find_short` answers FAR.
+# Past this much text from the first candidate, which of the combined search (it tries every alternative at every
+# character, but stops at the first delimiter) and one search per delimiter (each skips what the regex engine rules
+# out fast, but runs to that delimiter's own first match) costs less depends on the patterns and the text. Each plan
+# measures both a few times (`_TRIALS`, time per character), then keeps the cheaper; `find_short` answers FAR when
+# the per-delimiter search is to run (the caller runs it and reports its time with `note_far`). Both give the same
+# answer: only the time differs.
 _COMBINED_MOST = 256
+_TRIALS = 3
 FAR = object()
 _WRAPPER = "_rt_alternative_{}"
 
@@ -44,7 +49,7 @@ _WRAPPER = "_rt_alternative_{}"
 class ShortPlan:
     """A watch's delimiters as one alternation (see the module docstring)."""
 
-    __slots__ = ("search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins")
+    __slots__ = ("search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins", "costs")
 
     def __init__(self, combined: Any, names: tuple, tries: tuple, timed: bool, culprit: Any, single: bool, bound: Any):
         self.search = combined.search
@@ -59,6 +64,9 @@ class ShortPlan:
         self.bound = bound  # where the search may begin (`_Bound`), or None: at the position
         self.wrapper = _WRAPPER.format(0)
         # some delimiter may match at the start of the text only (`\\A`, `^`): the first candidate ignores that
+        # far from the first candidate: [combined search seconds per character summed, searches; the same for
+        # one search per delimiter]
+        self.costs = [0.0, 0, 0.0, 0]
         self.begins = any(item.delimiter.scan is not None and item.delimiter.scan.begin for item, *_ in tries)
 
 
@@ -201,6 +209,12 @@ def _may_start(item: Any) -> Any:
         return None
 
 
+def note_far(plan: ShortPlan, seconds: float, chars: int) -> None:
+    """Record the time a per-delimiter search took over `chars` characters, after `find_short` answered FAR."""
+    plan.costs[2] += seconds / chars
+    plan.costs[3] += 1
+
+
 def _timeout(item: Any) -> RegexTimeoutError:
     return RegexTimeoutError(
         timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
@@ -220,13 +234,22 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
         if match is None:
             if plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if plan.timed else _BOUND_FROM):
                 pos = max(pos, _first_candidate(plan.bound, text, pos))
+            timing = None
             if len(text) - pos > _COMBINED_MOST:
-                return FAR
+                costs = plan.costs
+                if (costs[3] < _TRIALS and costs[3] < costs[1]) or (
+                    costs[1] >= _TRIALS and costs[2] * costs[1] < costs[0] * costs[3]
+                ):
+                    return FAR
+                timing = perf_counter()
             if plan.timed:
                 match = plan.search(text, pos, timeout=regex_time_left())
             else:
                 regex_time_left()  # the budget of the call may already be spent
                 match = plan.search(text, pos)
+            if timing is not None:
+                plan.costs[0] += (perf_counter() - timing) / (len(text) - pos)
+                plan.costs[1] += 1
     except TimeoutError:
         raise _timeout(plan.culprit) from None
     work[0] += len(text) - pos

@@ -16,11 +16,12 @@ not grow with what was fed before.
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 from typing import Any
 
 from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, excerpt, grow_regex_budget, regex_budget, regex_time_left, timeout_message
-from .oneshot import FAR, build_short_plan, find_short
+from .oneshot import FAR, build_short_plan, find_short, note_far
 from .scan import first_candidate, scan_pattern, track_guards, work
 from .template import CompiledTemplate, Watch, WatchItem, load_template
 from .token_ids import TokenIdDecoder, strip_markers
@@ -925,7 +926,9 @@ def _parse_whole(
                 plan = watch.short_plan = build_short_plan(watch) or False
             found = find_short(plan, text, pos) if plan else None
             if found is FAR:
+                timing = perf_counter()
                 found = _find_short(watch, text, pos, memo)
+                note_far(plan, perf_counter() - timing, len(text) - pos)
             elif not plan:
                 found = find_delimiter(watch, text, pos, True, memo)[0]
         else:
