@@ -55,12 +55,34 @@ def parse_bool(text: str, args: dict) -> bool:
 _SLOT_START, _SLOT_END = "\x01", "\x02"
 # A whole JSON string (kept as it is), or a bare identifier used as an object key (to be quoted).
 _BARE_KEY = regex.compile(r'"(?:\\.|[^"\\])*"|(?<=[{,])(\s*)(\w+)(\s*):')
+# What a bare key needs somewhere in the text (strings included): without it, quoting keys changes nothing.
+_MAYBE_BARE_KEY = regex.compile(r"[{,]\s*\w+\s*:")
 
 
 def _quote_bare_key(match: Any) -> str:
     if match.group(2) is None:
         return match.group(0)
     return f'{match.group(1)}"{match.group(2)}"{match.group(3)}:'
+
+
+# Compiled regexes of template arguments (string_delims pairs, tag_pattern), by their text: a parse compiles none.
+_COMPILED: dict = {}
+_COMPILED_LIMIT = 512
+
+
+def _compiled(key: Any, source: Any) -> Any:
+    """The compiled regex cached under `key`; `source` is its text, or a function giving it."""
+    found = _COMPILED.get(key)
+    if found is None:
+        found = regex.compile(source() if callable(source) else source, regex.DOTALL)
+        if len(_COMPILED) >= _COMPILED_LIMIT:
+            _COMPILED.clear()
+        _COMPILED[key] = found
+    return found
+
+
+def _delims_finder(opener: str, closer: str) -> Any:
+    return _compiled(("delims", opener, closer), lambda: regex.escape(opener) + r"(.*?)" + regex.escape(closer))
 
 
 def parse_json(text: str, args: dict) -> Any:
@@ -78,9 +100,9 @@ def parse_json(text: str, args: dict) -> Any:
                 cut.append(match.group(1))
                 return f"{_SLOT_START}{len(cut) - 1}{_SLOT_END}"
 
-            finder = regex.compile(regex.escape(opener) + r"(.*?)" + regex.escape(closer), regex.DOTALL)
+            finder = _delims_finder(opener, closer)
             working = finder.sub(keep, working)
-    if args.get("unquoted_keys", False):
+    if args.get("unquoted_keys", False) and _MAYBE_BARE_KEY.search(working) is not None:
         working = _BARE_KEY.sub(_quote_bare_key, working)
     for index, piece in enumerate(cut):
         working = working.replace(f"{_SLOT_START}{index}{_SLOT_END}", json.dumps(piece))
@@ -115,7 +137,7 @@ def _finditer(pattern: str, text: str) -> list:
     its own, for the text's size, when called outside one)."""
     try:
         with regex_budget(len(text)):
-            return list(regex.finditer(pattern, text, flags=regex.DOTALL, timeout=regex_time_left()))
+            return list(_compiled(("tags", pattern), pattern).finditer(text, timeout=regex_time_left()))
     except TimeoutError:
         raise RegexTimeoutError(timeout_message(f"xml-inline: tag_pattern {excerpt(pattern)}")) from None
 

@@ -16,10 +16,12 @@ not grow with what was fed before.
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 from typing import Any
 
 from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, excerpt, grow_regex_budget, regex_budget, regex_time_left, timeout_message
+from .oneshot import FAR, build_short_plan, find_short, note_far
 from .scan import first_candidate, scan_pattern, track_guards, work
 from .template import CompiledTemplate, Watch, WatchItem, load_template
 from .token_ids import TokenIdDecoder, strip_markers
@@ -686,7 +688,9 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
 
 def _find_short(watch: Watch, text: str, pos: int, found: dict) -> tuple | None:
     """`find_delimiter` at the end of a short text (`_SHORT_SEARCH`), for one-shot parsing: one search per delimiter,
-    kept in `found` while the match lies ahead (short messages are mostly per-call setup, so this is lean)."""
+    each begun at its own first candidate and kept in `found` while the match lies ahead. `oneshot.find_short`
+    searches all of a state's delimiters at once, which is cheaper unless much text lies before the first one (the
+    search of one delimiter skips text the regex engine can rule out fast, the combined search cannot)."""
     best, best_key = None, None
     for index, item in enumerate(watch.items):
         hit = found.get(id(item))
@@ -917,7 +921,16 @@ def _parse_whole(
             match = watch.combined.search(text, pos)
             found = None if match is None else (watch.owner[match.group()], match.start(), match.end(), None)
         elif short:
-            found = _find_short(watch, text, pos, memo)
+            plan = watch.short_plan
+            if plan is None:
+                plan = watch.short_plan = build_short_plan(watch) or False
+            found = find_short(plan, text, pos) if plan else None
+            if found is FAR:
+                timing = perf_counter()
+                found = _find_short(watch, text, pos, memo)
+                note_far(plan, perf_counter() - timing, len(text) - pos)
+            elif not plan:
+                found = find_delimiter(watch, text, pos, True, memo)[0]
         else:
             found, _ = find_delimiter(watch, text, pos, True, memo)
         if truncated and found is not None and current is not None and current != implicit:

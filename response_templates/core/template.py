@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+import warnings
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any
 
@@ -17,7 +19,7 @@ import regex
 from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
 from .errors import RegexTimeoutError, TemplateError, excerpt, regex_time_left, timeout_message
 from .limits import check_template
-from .scan import analyze, build_fast_path
+from .scan import _REGEX_ONLY, analyze, build_fast_path, sre_constants, sre_parse
 
 TEMPLATE_KEYS = ("version", "defaults", "start_anchor", "start_anchor_pattern", "fields")
 FIELD_KEYS = (
@@ -99,6 +101,9 @@ class Watch:
     singles: dict = dataclass_field(default_factory=dict)
     # In a watch with regexes: the chunk fast path (scan.FastPath), None when a regex could not be analyzed.
     fast: Any = None
+    # One-shot parsing of a short text: the delimiters as one alternation (oneshot.ShortPlan), built on first use;
+    # False when a pattern cannot join one.
+    short_plan: Any = dataclass_field(default=None, compare=False, repr=False)
 
     @classmethod
     def build(cls, items: list[WatchItem]) -> "Watch":
@@ -153,6 +158,9 @@ class CompiledTemplate:
     required: tuple = ()  # fields with optional: false
     # A single literal anchor that cannot overlap itself: its last occurrence is the last non-overlapping one.
     simple_anchor: str | None = None
+    # Otherwise, literals (one or several, a pattern that only spells literals counts) no two of whose occurrences
+    # can overlap: the last match of the anchor ends where the last occurrence of any of them ends.
+    anchor_literals: tuple | None = None
 
     def fresh_defaults(self) -> dict:
         """A copy of `defaults` that parsing may fill in (deep only when some default is a container)."""
@@ -170,6 +178,14 @@ class CompiledTemplate:
         if anchor is not None:
             at = prefix.rfind(anchor)
             return prefix if at < 0 else prefix[at + len(anchor):]
+        literals = self.anchor_literals
+        if literals is not None:
+            last = -1
+            for literal in literals:
+                at = prefix.rfind(literal)
+                if at >= 0 and at + len(literal) > last:
+                    last = at + len(literal)
+            return prefix if last < 0 else prefix[last:]
         end = None
         try:
             for match in self.start_anchor.regex.finditer(prefix, timeout=regex_time_left()):
@@ -184,6 +200,71 @@ class CompiledTemplate:
 def _overlaps_itself(literal: str) -> bool:
     """Whether two occurrences of `literal` can overlap (a proper prefix is also a suffix)."""
     return any(literal[:size] == literal[-size:] for size in range(1, len(literal)))
+
+
+def _overlap(first: str, second: str) -> bool:
+    """Whether an occurrence of `first` and one of `second` can overlap (one holds the other, or a proper suffix of
+    one is a prefix of the other)."""
+    if first in second or second in first:
+        return True
+    return any(first[-size:] == second[:size] or second[-size:] == first[:size] for size in range(1, min(len(first), len(second))))
+
+
+_MOST_ANCHOR_LITERALS = 16
+
+
+def _spelled_literals(items: Any) -> list | None:
+    """The strings a parsed regex (Python's parser) can match when it only spells literals and alternatives of them,
+    or None."""
+    results = [""]
+    for op, av in items:
+        if op is sre_constants.LITERAL:
+            results = [text + chr(av) for text in results]
+        elif op is sre_constants.BRANCH:
+            options = []
+            for alternative in av[1]:
+                spelled = _spelled_literals(alternative)
+                if spelled is None:
+                    return None
+                options += spelled
+            results = [text + option for text in results for option in options]
+        elif op is sre_constants.SUBPATTERN and not (av[1] or av[2]):
+            spelled = _spelled_literals(av[3])
+            if spelled is None:
+                return None
+            results = [text + option for text in results for option in spelled]
+        else:
+            return None
+        if len(results) > _MOST_ANCHOR_LITERALS:
+            return None
+    return results
+
+
+def _anchor_literals(anchor: Delimiter) -> tuple | None:
+    """The literals of a start anchor whose matches are exactly the occurrences of a few literals that cannot
+    overlap, or None."""
+    literals = anchor.literals
+    if literals is None:
+        pattern = anchor.regex.pattern
+        if _REGEX_ONLY.search(pattern) or anchor.regex.flags != regex.compile("", regex.DOTALL).flags:
+            return None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                parsed = sre_parse.parse(pattern, re.DOTALL)
+        except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError):
+            return None
+        if parsed.state.flags & ~(re.DOTALL | re.UNICODE):
+            return None
+        literals = _spelled_literals(parsed)
+        if literals is None:
+            return None
+    literals = tuple(dict.fromkeys(literals))
+    if not literals or "" in literals or any(_overlaps_itself(literal) for literal in literals):
+        return None
+    if any(_overlap(first, second) for index, first in enumerate(literals) for second in literals[index + 1:]):
+        return None
+    return literals
 
 
 def _where(field_name: str | None, key: str) -> str:
@@ -449,6 +530,7 @@ def _compile(spec: Any) -> CompiledTemplate:
             if anchor.literals is not None and len(anchor.literals) == 1 and not _overlaps_itself(anchor.literals[0])
             else None
         ),
+        anchor_literals=_anchor_literals(anchor),
         required=tuple(name for name, f in fields.items() if not f.optional),
         flat_defaults=not any(isinstance(value, (list, dict)) for value in defaults.values()),
         keeps_history=any("(?<=" in p or "(?<!" in p for p in patterns),

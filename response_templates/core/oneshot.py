@@ -1,0 +1,298 @@
+"""One-shot parsing of a short text: one combined search per parser state.
+
+`parse_response` on a short output (at most `parser._SHORT_SEARCH` characters, prompt tail included) is mostly
+per-call setup, and most of it used to be one search per watched delimiter (each running to the end of the text when
+that delimiter comes late or never). Here each parser state (`Watch`) gets a `ShortPlan`: its delimiters joined in
+one alternation, each alternative wrapped in a named group. One search finds the leftmost position where any of them
+matches, and the group that took part says which alternative matched first there. The delimiters before it in the
+alternation do not match at that position (the alternation tried them there and they failed); the ones after it are
+tried there anchored, and the longest wins, then the rank (opens before closes, then the field name): the same
+answer as a search per delimiter, which `find_delimiter` gives at the end of a text.
+
+A pattern keeps its meaning inside the alternation, except for what refers to group numbers or names across it
+(backreferences, conditionals) and inline flags that apply to the whole pattern: a watch with such a delimiter gets
+no plan and keeps the per-delimiter search.
+
+On a short text the combined search costs at most the sum of the separate searches (each bounded by the square of
+the text's length for patterns without nested or adjacent repeats); when a delimiter has such repeats, the search
+keeps the regex time limit (the budget of the call), and the error names that delimiter.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import Any
+
+import regex
+
+from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
+from .scan import work
+
+# Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
+_CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
+_PLAIN_FLAGS = regex.compile("", regex.DOTALL).flags
+# The rest of the text from which the search begins at the first candidate (see build_short_plan).
+_BOUND_FROM = 128
+_BOUND_FROM_TIMED = 32
+# Past this much text from the first candidate, which of the combined search (it tries every alternative at every
+# character, but stops at the first delimiter) and one search per delimiter (each skips what the regex engine rules
+# out fast, but runs to that delimiter's own first match) costs less depends on the patterns and the text. Each plan
+# measures both a few times (`_TRIALS`, time per character), then keeps the cheaper; `find_short` answers FAR when
+# the per-delimiter search is to run (the caller runs it and reports its time with `note_far`). Both give the same
+# answer: only the time differs.
+_COMBINED_MOST = 256
+_TRIALS = 3
+FAR = object()
+_WRAPPER = "_rt_alternative_{}"
+
+
+class ShortPlan:
+    """A watch's delimiters as one alternation (see the module docstring)."""
+
+    __slots__ = ("search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins", "costs")
+
+    def __init__(self, combined: Any, names: tuple, tries: tuple, timed: bool, culprit: Any, single: bool, bound: Any):
+        self.search = combined.search
+        self.match = combined.match
+        self.names = names  # the number of the wrapper group of each alternative, in order
+        # per alternative: (item, its pattern's bound match, whether that try keeps the time limit, whether the
+        # pattern has named groups, a cheap test that it may start at a position or None)
+        self.tries = tries
+        self.timed = timed  # some delimiter has nested or adjacent repeats (or could not be analyzed)
+        self.culprit = culprit  # the item a timeout of the combined search names
+        self.single = single
+        self.bound = bound  # where the search may begin (`_Bound`), or None: at the position
+        self.wrapper = _WRAPPER.format(0)
+        # some delimiter may match at the start of the text only (`\\A`, `^`): the first candidate ignores that
+        # far from the first candidate: [combined search seconds per character summed, searches; the same for
+        # one search per delimiter]
+        self.costs = [0.0, 0, 0.0, 0]
+        self.begins = any(item.delimiter.scan is not None and item.delimiter.scan.begin for item, *_ in tries)
+
+
+class _Bound:
+    """The starts of every delimiter of a watch together (the form `scan.first_candidate` reads): the trigger
+    characters of all, the longest reach back, and the lead classes of all (a run of any of them before the first
+    trigger). It gives a position no delimiter can start before (at or before each one's own first candidate),
+    except at the start of the text for delimiters anchored there (`find_short` tries the start itself)."""
+
+    __slots__ = ("prefilter", "back_reach", "lead_back")
+
+    def __init__(self, prefilter: Any, back_reach: int, lead_back: Any):
+        self.prefilter, self.back_reach, self.lead_back = prefilter, back_reach, lead_back
+
+
+def _top_level(source: str) -> list[str]:
+    """The alternatives of a regex source at its top level (split at `|` outside groups, classes and escapes)."""
+    pieces, depth, start, index, in_class = [], 0, 0, 0, False
+    while index < len(source):
+        char = source[index]
+        if char == "\\":
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if source[index + 1:index + 2] == "]":
+                index += 1
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            pieces.append(source[start:index])
+            start = index + 1
+        index += 1
+    pieces.append(source[start:])
+    return pieces
+
+
+def _first_candidate(bound: _Bound, text: str, pos: int) -> int:
+    """A position at or after `pos` before which no delimiter of the watch starts in this complete text: the start
+    of the run of lead-class characters before the first trigger (or before the end of the text). As
+    `scan.first_candidate`, without partial matches: at the end of the text, a trigger the end cuts cannot be part
+    of a match (a match holds its trigger whole), and a partial search costs ten times more."""
+    first = len(text)
+    found = bound.prefilter.search(text, max(0, pos - bound.back_reach))
+    if found is not None:
+        first = found.start()
+    if bound.lead_back is not None and first > pos:
+        found = bound.lead_back.search(text, pos, first)
+        first = found.end() if found is not None else pos
+    return max(first, pos)
+
+
+def _bound(items: list) -> _Bound | None:
+    triggers, leads = [], set()
+    back_reach = 0
+    for item in items:
+        delimiter = item.delimiter
+        if delimiter.literals is not None:
+            triggers.append(delimiter.regex.pattern)
+            continue
+        scan = delimiter.scan
+        if scan is None or scan.prefilter is None:
+            return None
+        if scan.prefilter.pattern != "(?!)":  # no trigger (a delimiter anchored at the start only)
+            triggers.append(scan.prefilter.pattern)
+        leads.update(scan.lead_sources)
+        back_reach = max(back_reach, scan.back_reach)
+    try:
+        return _Bound(
+            # one level of alternatives (nested groups make `regex` give up its fast scan for literals)
+            regex.compile("|".join(sorted(set(piece for source in triggers for piece in _top_level(source)), key=lambda piece: (-len(piece), piece))) or "(?!)"),
+            back_reach,
+            regex.compile(f"(?r)(?!{'|'.join(sorted(leads))}).", regex.DOTALL) if leads else None,
+        )
+    except (regex.error, OverflowError, RecursionError, ValueError):
+        return None
+
+
+def _unsafe(item: Any) -> bool:
+    delimiter = item.delimiter
+    return delimiter.literals is None and (delimiter.scan is None or not delimiter.scan.safe)
+
+
+def build_short_plan(watch: Any) -> ShortPlan | None:
+    """The plan of a watch, or None when it watches nothing or a pattern cannot join an alternation."""
+    if not watch.items:
+        return None
+    pieces, tries = [], []
+    names = tuple(_WRAPPER.format(index) for index in range(len(watch.items)))
+    for index, item in enumerate(watch.items):
+        pattern = item.delimiter.regex
+        if item.delimiter.literals is None:
+            if pattern.flags != _PLAIN_FLAGS or _CROSS_GROUP.search(pattern.pattern):
+                return None
+            if any(name in pattern.groupindex for name in names):
+                return None
+        pieces.append(f"(?P<{names[index]}>{pattern.pattern})")
+        tries.append((item, pattern.match, _unsafe(item), bool(pattern.groupindex), _may_start(item)))
+    try:
+        combined = regex.compile("|".join(pieces), regex.DOTALL)
+    except (regex.error, OverflowError, RecursionError, ValueError):
+        return None
+    if combined.flags != _PLAIN_FLAGS:
+        return None
+    unsafe = [item for item, _, timed, _, _ in tries if timed]
+    regexes = [item for item in watch.items if item.delimiter.literals is None]
+    culprit = unsafe[0] if unsafe else (regexes[0] if regexes else watch.items[0])
+    # Where to begin the search: the first candidate of any delimiter, found with two more searches, which pay off
+    # over a long enough rest of the text (sooner when the search keeps the time limit, which slows it).
+    bound = _bound(watch.items)
+    numbers = tuple(combined.groupindex[name] for name in names)
+    return ShortPlan(combined, numbers, tuple(tries), bool(unsafe), culprit, len(tries) == 1, bound)
+
+
+def _may_start(item: Any) -> Any:
+    """A cheap test that a delimiter can start at a position (a bound `match` that fails where it cannot), or None
+    when any position may do: a literal delimiter starts with one of its literals; a pattern whose every match
+    begins with a trigger of its scan, possibly after a run of a lead class (`\\s*<tool_call>`), starts with one or
+    the other. Patterns led by a lookbehind, or that may match at the very start or end of the text, get none."""
+    delimiter = item.delimiter
+    if delimiter.literals is not None:
+        return delimiter.regex.match
+    scan = delimiter.scan
+    if scan is None or scan.after is not None or scan.near or scan.after_runs or scan.begin or scan.end:
+        return None
+    sources = [scan.plain.pattern] if scan.plain is not None else []
+    for trigger, lead, *_ in scan.leads:
+        if trigger is not None:
+            sources.append(trigger.pattern)
+        sources.append(lead.pattern)
+    if not sources:
+        return None
+    try:
+        return regex.compile("|".join(f"(?:{source})" for source in sources), regex.DOTALL).match
+    except (regex.error, OverflowError, RecursionError, ValueError):
+        return None
+
+
+def note_far(plan: ShortPlan, seconds: float, chars: int) -> None:
+    """Record the time a per-delimiter search took over `chars` characters, after `find_short` answered FAR."""
+    plan.costs[2] += seconds / chars
+    plan.costs[3] += 1
+
+
+def _timeout(item: Any) -> RegexTimeoutError:
+    return RegexTimeoutError(
+        timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
+    )
+
+
+def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
+    """The delimiter at or after `pos` in a complete short text: (item, start, end, named groups or None), or None
+    (also when the first one starts at the very end of the text, as `find_delimiter`)."""
+    match = None
+    try:
+        if pos == 0 and plan.begins:
+            # a delimiter anchored at the start of the text: try the start first (the first candidate skips it)
+            match = plan.match(text, 0, timeout=regex_time_left()) if plan.timed else plan.match(text, 0)
+            if match is None:
+                pos = 1
+        if match is None:
+            if plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if plan.timed else _BOUND_FROM):
+                pos = max(pos, _first_candidate(plan.bound, text, pos))
+            timing = None
+            if len(text) - pos > _COMBINED_MOST:
+                costs = plan.costs
+                if (costs[3] < _TRIALS and costs[3] < costs[1]) or (
+                    costs[1] >= _TRIALS and costs[2] * costs[1] < costs[0] * costs[3]
+                ):
+                    return FAR
+                timing = perf_counter()
+            if plan.timed:
+                match = plan.search(text, pos, timeout=regex_time_left())
+            else:
+                regex_time_left()  # the budget of the call may already be spent
+                match = plan.search(text, pos)
+            if timing is not None:
+                plan.costs[0] += (perf_counter() - timing) / (len(text) - pos)
+                plan.costs[1] += 1
+    except TimeoutError:
+        raise _timeout(plan.culprit) from None
+    work[0] += len(text) - pos
+    if match is None:
+        return None
+    start = match.start()
+    if start >= len(text):
+        return None
+    if plan.single:
+        item = plan.tries[0][0]
+        if item.delimiter.literals is not None:
+            return item, start, match.end(), None
+        groups = match.groupdict()  # one alternative: its groups, and the wrapper's
+        del groups[plan.wrapper]
+        return item, start, match.end(), groups
+    tries = plan.tries
+    first = 0
+    numbers = plan.names
+    while match.start(numbers[first]) < 0:
+        first += 1
+    item, matcher, timed, named, _ = tries[first]
+    best, best_end, best_match = item, match.end(), None
+    for index in range(first + 1, len(tries)):
+        other, other_matcher, other_timed, _, may_start = tries[index]
+        if may_start is not None and may_start(text, start) is None:
+            continue
+        try:
+            found = other_matcher(text, start, timeout=regex_time_left()) if other_timed else other_matcher(text, start)
+        except TimeoutError:
+            raise _timeout(other) from None
+        if found is None:
+            continue
+        end = found.end()
+        if end > best_end or (end == best_end and other.rank < best.rank):
+            best, best_end, best_match = other, end, found
+    if best.delimiter.literals is not None:
+        return best, start, best_end, None
+    if best_match is None:
+        if not named:
+            return best, start, best_end, {}
+        # the winner's own groups (the alternation shares group names between alternatives)
+        try:
+            best_match = matcher(text, start, timeout=regex_time_left()) if timed else matcher(text, start)
+        except TimeoutError:
+            raise _timeout(best) from None
+    return best, start, best_end, best_match.groupdict()

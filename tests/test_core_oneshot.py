@@ -1,0 +1,296 @@
+"""One-shot parsing of short texts (core/oneshot.py, issue 11): one combined search per parser state must give the
+message the streaming parser gives (which searches each delimiter on its own), in every case the combination could
+get wrong: several delimiters matching at one place, named groups shared between delimiters, patterns that cannot
+join an alternation, long stretches without any delimiter, a template dict changed between calls, and errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import response_templates as rt
+from response_templates.core.oneshot import build_short_plan
+from response_templates.core.template import load_template
+
+CORPORA = Path(__file__).parent / "data" / "corpora"
+PROSE = (
+    "The forecast for Paris says 18 °C, so if x < 10 we stay in {and} otherwise we go out.  Ça va — 天气 🌤\n"
+    "Compare a<b with b > c, then weigh   the    options; (nothing) here is final, [really].\n\n"
+)
+
+
+def streamed(template, text: str, prefix: str, chunk: int = 1, **options) -> dict:
+    parser = rt.ResponseParser(template, prefix=prefix, **options)
+    for start in range(0, len(text), chunk):
+        parser.feed(text[start:start + chunk])
+    return parser.finalize()[0]
+
+
+def outcome(function, *args, **kwargs):
+    """What a call gives: its result, or the type and message of what it raised."""
+    try:
+        return "ok", function(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - compared, not swallowed
+        return type(error).__name__, str(error)
+
+
+def _corpus_cases():
+    for path in sorted(CORPORA.glob("*.json")):
+        corpus = json.loads(path.read_text(encoding="utf-8"))
+        for case in corpus["cases"]:
+            yield pytest.param(corpus["template"], case, id=f"{path.stem}/{case['name']}")
+
+
+@pytest.mark.parametrize("name, case", list(_corpus_cases()))
+def test_library_one_shot_equals_streaming(name, case):
+    template = rt.get_template(name)
+    options = {"tools": case.get("tools"), "truncated": bool(case.get("truncated"))}
+    one = outcome(rt.parse_response, case["output"], template, prefix=case["prefix"], **options)
+    parser_options = {"tools": case.get("tools")}
+
+    def stream():
+        parser = rt.ResponseParser(template, prefix=case["prefix"], **parser_options)
+        for char in case["output"]:
+            parser.feed(char)
+        return parser.finalize(truncated=options["truncated"])[0]
+
+    assert one == outcome(stream)
+
+
+@pytest.mark.parametrize("name", rt.list_templates())
+def test_library_one_shot_on_prose_around_the_corpus_outputs(name):
+    """Texts between 128 and 512 characters (where the combined search starts at the first possible delimiter):
+    prose before, inside and after each corpus output."""
+    corpus = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))
+    template = rt.get_template(name)
+    checked = 0
+    for case in corpus["cases"][:12]:
+        output = case["output"]
+        middle = len(output) // 2
+        for text in (PROSE + output, output + PROSE, output[:middle] + PROSE + output[middle:], PROSE * 2):
+            text = text[:500]
+            one = outcome(rt.parse_response, text, template, prefix=case["prefix"])
+            assert one == outcome(streamed, template, text, case["prefix"], 5), (case["name"], text)
+            checked += 1
+    assert checked
+
+
+def _template(fields: dict) -> dict:
+    return {"start_anchor": "<|assistant|>", "fields": fields}
+
+
+def test_the_longest_delimiter_at_a_place_wins_even_when_a_shorter_one_comes_first_in_the_alternation():
+    template = _template(
+        {
+            "a": {"open_pattern": r"<a", "close": "."},
+            "b": {"open_pattern": r"<a+b>", "close": "."},
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    assert rt.parse_response("x<aab>y.z<a w.", template, prefix="") == {"content": "xz", "b": "y", "a": "w"}
+    assert rt.parse_response("x<aab>y.", template, prefix="") == streamed(template, "x<aab>y.", "")
+
+
+def test_equal_delimiters_at_a_place_go_to_the_first_field_by_name_and_opens_before_closes():
+    template = _template(
+        {
+            "zeta": {"open_pattern": r"<t>", "close": "."},
+            "alpha": {"open_pattern": r"<t>", "close": "."},
+            "content": {"close_pattern": r"<t>|!"},
+        }
+    )
+    text = "hi<t>there."
+    assert rt.parse_response(text, template, prefix="") == streamed(template, text, "") == {"content": "hi", "alpha": "there"}
+
+
+def test_named_groups_shared_between_delimiters_come_from_the_one_that_matched():
+    template = _template(
+        {
+            "calls": {
+                "open_pattern": r"<call (?P<name>\w+)>",
+                "close": "</call>",
+                "repeats": True,
+                "transform": {"name": "{name}", "arguments": "{content}"},
+            },
+            "notes": {
+                "open_pattern": r"<note (?P<name>\w+) (?P<extra>\w+)>",
+                "close": "</note>",
+                "repeats": True,
+                "transform": {"by": "{name}", "extra": "{extra}", "text": "{content}"},
+            },
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    text = "a<note ann x>hello</note>b<call f>1</call><note bob y>bye</note>"
+    expected = {
+        "content": "ab",
+        "calls": [{"name": "f", "arguments": "1"}],
+        "notes": [{"by": "ann", "extra": "x", "text": "hello"}, {"by": "bob", "extra": "y", "text": "bye"}],
+    }
+    assert rt.parse_response(text, template, prefix="") == expected
+    assert streamed(template, text, "") == expected
+
+
+def test_a_backreference_keeps_the_per_delimiter_search():
+    template = _template(
+        {
+            "quoted": {"open_pattern": r"(['\"])q\1", "close": "."},
+            "other": {"open_pattern": r"<o>", "close": "."},
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    compiled = load_template(template)
+    assert build_short_plan(compiled.idle_watch) is None  # group numbers would shift in an alternation
+    for text in ("a'q'b.c", "a'q\"b.<o>c.", "<o>x.'q'y."):
+        assert rt.parse_response(text, template, prefix="") == streamed(template, text, "")
+    assert rt.parse_response("a'q'b.c", template, prefix="") == {"content": "ac", "quoted": "b"}
+
+
+def test_a_global_inline_flag_keeps_the_per_delimiter_search():
+    template = _template({"loud": {"open_pattern": r"(?i)<LOUD>", "close": "."}, "other": {"open": "<o>", "close": "."}, "content": {"repeats": True, "join": ""}})
+    assert build_short_plan(load_template(template).idle_watch) is None
+    assert rt.parse_response("x<loud>hey.y<o>z.", template, prefix="") == {"content": "xy", "loud": "hey", "other": "z"}
+
+
+def test_a_watch_with_nothing_to_watch_takes_the_rest_of_the_text():
+    template = _template({"tail": {"open": "<tail>"}, "content": {}})
+    assert rt.parse_response("a<tail>b<tail>c", template, prefix="") == {"content": "a", "tail": "b<tail>c"}
+
+
+def test_a_changed_template_dict_gives_the_new_result():
+    template = _template({"think": {"open": "<t>", "close": "</t>"}, "content": {}})
+    assert rt.parse_response("<t>a</t>b", template, prefix="") == {"think": "a", "content": "b"}
+    template["fields"]["think"]["open"] = "<think>"  # nested change, same dict object
+    assert rt.parse_response("<t>a</t>b", template, prefix="") == {"content": "<t>a</t>b"}
+    assert rt.parse_response("<think>a</t>b", template, prefix="") == {"think": "a", "content": "b"}
+    template["fields"]["think"]["open_pattern"] = template["fields"]["think"].pop("open")
+    template["fields"]["think"]["open_pattern"] = r"<th(?:ink)?>"
+    assert rt.parse_response("<th>a</t>b", template, prefix="") == {"think": "a", "content": "b"}
+    template["fields"]["think"]["content"] = "int"
+    with pytest.raises(ValueError):
+        rt.parse_response("<th>a</t>b", template, prefix="")
+    del template["fields"]["think"]["content"]
+    template["fields"]["think"]["bogus"] = 1
+    with pytest.raises(rt.TemplateError, match="bogus"):
+        rt.parse_response("<th>a</t>b", template, prefix="")
+
+
+def test_errors_are_the_ones_of_the_streaming_parser():
+    template = _template({"call": {"open": "<c>", "close_pattern": r"\s*</c>", "content": "json"}, "content": {}})
+    one = outcome(rt.parse_response, "x<c>{broken</c>", template, prefix="")
+    assert one[0] == "ValueError" and "json" in one[1]
+    assert one == outcome(streamed, template, "x<c>{broken</c>", "")
+    with pytest.raises(ValueError, match="prefix= is required"):
+        rt.parse_response("x", template)
+
+
+CATASTROPHIC = r"(a|aa)+$"
+
+
+@pytest.fixture
+def short_regex_timeout():
+    before = rt.get_regex_timeout()
+    rt.set_regex_timeout(0.05)
+    yield
+    rt.set_regex_timeout(before)
+
+
+def test_a_timeout_names_the_delimiter_with_nested_repeats(short_regex_timeout):
+    template = _template(
+        {
+            "safe": {"open_pattern": r"\s*<s>", "close": "."},
+            "slow": {"open_pattern": CATASTROPHIC, "close": "."},
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    with pytest.raises(rt.RegexTimeoutError) as info:
+        rt.parse_response("a" * 80 + "b", template, prefix="")
+    message = str(info.value)
+    assert "'slow'" in message and "open_pattern" in message and CATASTROPHIC in message
+
+
+def test_a_longer_delimiter_at_the_same_place_brings_its_own_groups_not_the_first_alternatives():
+    template = _template(
+        {
+            "short": {"open_pattern": r"<n (?P<name>\w+)", "close": ".", "transform": {"name": "{name}"}},
+            "long": {"open_pattern": r"<n (?P<who>\w+)>", "close": ".", "transform": {"who": "{who}", "text": "{content}"}},
+            "content": {},
+        }
+    )
+    text = "<n bob>hi."
+    assert rt.parse_response(text, template, prefix="") == {"long": {"who": "bob", "text": "hi"}}
+    assert streamed(template, text, "") == {"long": {"who": "bob", "text": "hi"}}
+
+
+def _last_anchor_end(pattern: str, prefix: str) -> str:
+    """The prompt after the last match of the anchor, as the regex finds them left to right (the definition)."""
+    import regex
+
+    end = None
+    for match in regex.finditer(pattern, prefix, flags=regex.DOTALL):
+        end = match.end()
+    return prefix if end is None else prefix[end:]
+
+
+@pytest.mark.parametrize(
+    "anchor",
+    [
+        r"\[/INST\]|\[/TOOL_RESULTS\]",
+        r"<s>|<t>",
+        r"(?:<a>|<b>)x",
+        r"<a>|<a>b",  # one holds the other: not taken as literals
+        r"aa|b",  # overlaps itself
+        r"ab|ba",  # a suffix of one begins the other
+        r"<\|assistant\|>",
+        r"<a>(?:x)?",  # not only literals
+    ],
+)
+def test_a_start_anchor_spelled_as_literals_cuts_the_prompt_where_its_last_match_ends(anchor):
+    template = {"start_anchor_pattern": anchor, "fields": {"content": {}}}
+    compiled = load_template(template)
+    pieces = ["<a>", "<b>", "x", "b", "aa", "ab", "ba", "[/INST]", "[/TOOL_RESULTS]", "<s>", "<t>", "<|assistant|>", " "]
+    import random
+
+    chooser = random.Random(anchor)
+    for _ in range(300):
+        prefix = "".join(chooser.choice(pieces) for _ in range(chooser.randint(0, 12)))
+        assert compiled.truncate_prefix(prefix) == _last_anchor_end(anchor, prefix), prefix
+
+
+def test_literal_anchors_are_read_as_literals_only_when_they_cannot_overlap():
+    def literals(anchor):
+        return load_template({"start_anchor_pattern": anchor, "fields": {"content": {}}}).anchor_literals
+
+    assert literals(r"\[/INST\]|\[/TOOL_RESULTS\]") == ("[/INST]", "[/TOOL_RESULTS]")
+    assert literals(r"<a>|<a>b") is None and literals("aa|b") is None and literals("ab|ba") is None
+    assert literals(r"<a>(?:x)?") is None and literals(r"(?i)<a>") is None
+    assert load_template({"start_anchor": ["<s>", "<t>"], "fields": {"content": {}}}).anchor_literals == ("<s>", "<t>")
+
+
+def test_a_delimiter_anchored_at_the_start_competes_there_and_nowhere_else():
+    template = _template(
+        {
+            "head": {"open_pattern": r"\A\s*<x>", "close": "."},
+            "long": {"open_pattern": r"\s*<x>y", "close": "."},
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    for text in (" <x>y1.<x>2.", " <x>1.<x>y2.", "a <x>1.", "<x>1. <x>2." + " filler" * 60 + "<x>y3."):
+        assert rt.parse_response(text, template, prefix="") == streamed(template, text, ""), text
+    assert rt.parse_response(" <x>1.<x>y2.", template, prefix="") == {"head": "1", "long": "2"}
+
+
+@pytest.mark.parametrize("name", ["qwen3", "deepseek_v3.2", "phi-4-mini", "gemma-4", "kimi-k2", "mistral_v3"])
+def test_delimiters_far_into_a_short_text_are_found_as_when_streaming(name):
+    """Delimiters 300 to 500 characters in (past the reach of the combined search, each delimiter is searched on
+    its own)."""
+    corpus = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))
+    template = rt.get_template(name)
+    for case in corpus["cases"]:
+        for lead in (PROSE * 2, (PROSE * 3)[:430]):
+            text = (lead + case["output"])[:510]
+            assert outcome(rt.parse_response, text, template, prefix=case["prefix"]) == outcome(
+                streamed, template, text, case["prefix"], 9
+            ), (case["name"], len(lead))
