@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verification import _TOOLS, _common_prefix, _split, render_chat_template, verify
+from .verification import _TOOLS, _common_prefix, _split, frozen_clock, render_chat_template, verify
 
 __all__ = [
     "InferenceError",
@@ -1767,7 +1767,8 @@ def infer_template(chat_template: str, *, tokenizer: Any = None, render_kwargs: 
     kwargs.update(render_kwargs or {})
     reasons: list[str] = []
     try:
-        return _infer(chat_template, kwargs, reasons)
+        with frozen_clock():  # every probe and verify render sees the same time (templates that write the clock)
+            return _infer(chat_template, kwargs, reasons)
     except InferenceError as error:
         reasons.append(str(error))
     except Exception as error:  # the chat template itself failed: a finding, reported

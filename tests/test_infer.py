@@ -924,3 +924,30 @@ def test_a_generation_prompt_that_opens_the_first_segment():
         "role": "assistant", "content": "One moment."}
     # Without the prompt's '>>>' the name would follow no marker at all: inference gives up, as before.
     assert not infer_template(SEGMENTS.replace("<|turn|>assistant\n>>>{% endif %}", "<|turn|>assistant\n{% endif %}")).ok
+
+
+# The prompt and the full turn are rendered at two moments; a chat template that writes the time (Hunyuan A13B
+# writes it to the second) must not make the two disagree. '%f' changes between any two renders.
+CLOCK = JSON_TAGS.replace("{%- for m in messages %}", "Now: {{ strftime_now('%H:%M:%S.%f') }}\n{%- for m in messages %}", 1)
+
+
+def test_a_chat_template_that_writes_the_time_is_inferred(json_tags):
+    result = infer_template(CLOCK)
+    assert result.ok, result.reasons
+    assert result.template == json_tags.template
+    output = 'Checking.\n<call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</call><|end|>'
+    assert parse_response(output, result.template, prefix=PROMPT) == {
+        "role": "assistant", "content": "Checking.", "tool_calls": [_call("get_weather", {"city": "Paris"})]}
+    # Outside inference the clock runs as usual.
+    from response_templates.verification import render_chat_template
+
+    assert render_chat_template(CLOCK, [{"role": "user", "content": "hi"}]) != render_chat_template(
+        CLOCK, [{"role": "user", "content": "hi"}])
+
+
+@needs_folder
+def test_hunyuan_a13b_which_writes_the_time_to_the_second_is_inferred():
+    source = (Path(FOLDER) / "vllm-example--tool_chat_template_hunyuan_a13b.jinja").read_text(encoding="utf-8")
+    result = infer_template(source)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.block_open"] == "<tool_calls>"
