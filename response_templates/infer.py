@@ -1250,6 +1250,7 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
         # The header names the function and markup closes the call: arguments that are not valid JSON (damaged
         # output) are kept as the text the model wrote rather than failing the whole message.
         calls.content_args = {"allow_non_json": True}
+        calls.close += _special_token_close(call_close, block_close)
     else:
         # No closing markup: the call ends at the end of the generation (a '}' may end a nested value).
         calls.close = guard + r"\s*" + _optional(block_close) + r"\Z"
@@ -1264,6 +1265,24 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
                           "call_close": call_close, "block_close": block_close,
                           "arguments": "JSON object after the name"})
     return calls
+
+
+# A special token: a marker the tokenizer writes as one piece (<|tool_call_end|>, <｜tool▁call▁end｜>), which a model
+# cannot spell out character by character inside a JSON string.
+_SPECIAL_TOKEN = re.compile(r"<\|[^<>|\s]+\|>|<｜[^<>]+｜>")
+
+
+def _special_token_close(call_close: str, block_close: str) -> str:
+    """Damaged output: a call closed by a special token ends there even when its arguments do not end in '}'.
+
+    The '}' guard of JSON arguments keeps closing markup written inside a string value in the arguments; a special
+    token cannot be written there, so when the close is one, arguments cut short before it (broken JSON) end at it
+    and are kept as the text the model wrote (allow_non_json), and the calls after it are still read.
+    """
+    close = call_close.strip()
+    if not _SPECIAL_TOKEN.fullmatch(close):
+        return ""
+    return r"|(?<!\})\s*" + _esc(close) + _tail(block_close)
 
 
 # Keyword arguments of a Python call (key=value, ...), for xml-inline: the group `t` says how the value is written.

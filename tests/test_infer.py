@@ -951,3 +951,34 @@ def test_hunyuan_a13b_which_writes_the_time_to_the_second_is_inferred():
     result = infer_template(source)
     assert result.ok, result.reasons
     assert result.markers["tool_calls.block_open"] == "<tool_calls>"
+
+
+# Calls named in their header and closed by a special token (Kimi K2's '<|tool_call_end|>').
+PIPE_CALLS = _HEAD + """{% if m.tool_calls %}<|calls_begin|>{% for c in m.tool_calls %}<|call_begin|>{{ c.function.name }}\
+<|call_args|>{{ c.function.arguments | tojson }}<|call_end|>{% endfor %}<|calls_end|>{% endif %}""" + _TAIL
+
+
+def test_a_special_token_close_ends_broken_json_arguments():
+    result = infer_template(PIPE_CALLS)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.call_close"] == "<|call_end|>"
+    output = ('Both.<|calls_begin|><|call_begin|>get_weather<|call_args|>{"city": "Oslo"<|call_end|>'
+              '<|call_begin|>get_weather<|call_args|>{"city": "Bergen"}<|call_end|><|calls_end|><|end|>')
+    assert parse_response(output, result.template, prefix=PROMPT) == {
+        "role": "assistant", "content": "Both.",
+        "tool_calls": [_call("get_weather", '{"city": "Oslo"'), _call("get_weather", {"city": "Bergen"})]}
+    # Closing markup that is no special token, written inside a string value, stays in the arguments.
+    output = '<|calls_begin|><|call_begin|>save<|call_args|>{"text": "a </call> b"}<|call_end|><|calls_end|><|end|>'
+    assert parse_response(output, result.template, prefix=PROMPT) == {
+        "role": "assistant", "tool_calls": [_call("save", {"text": "a </call> b"})]}
+
+
+@needs_folder
+def test_kimi_k2_broken_json_arguments_end_at_the_call_end_token():
+    source = (Path(FOLDER) / "moonshotai--Kimi-K2-Instruct__2025-07.jinja").read_text(encoding="utf-8")
+    result = infer_template(source)
+    corpus = json.loads((ROOT / "tests" / "data" / "corpora" / "kimi-k2.json").read_text(encoding="utf-8"))
+    case = next(c for c in corpus["cases"] if c["name"] == "call_with_broken_json_then_good_call")
+    parsed = parse_response(case["output"], result.template, prefix=case.get("prefix", ""))
+    assert parsed == parse_response(case["output"], rt.get_template("kimi-k2"), prefix=case.get("prefix", ""))
+    assert [c["function"]["arguments"] for c in parsed["tool_calls"]] == ['{"city": "Oslo"', {"city": "Bergen"}]
