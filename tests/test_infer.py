@@ -982,3 +982,29 @@ def test_kimi_k2_broken_json_arguments_end_at_the_call_end_token():
     parsed = parse_response(case["output"], result.template, prefix=case.get("prefix", ""))
     assert parsed == parse_response(case["output"], rt.get_template("kimi-k2"), prefix=case.get("prefix", ""))
     assert [c["function"]["arguments"] for c in parsed["tool_calls"]] == ['{"city": "Oslo"', {"city": "Bergen"}]
+
+
+def test_stray_call_tokens_in_the_content_are_dropped():
+    result = infer_template(PIPE_CALLS)
+    assert result.ok, result.reasons
+    for output, expected in [
+        ("Sunny<|call_args|> and mild.<|call_end|><|end|>", {"content": "Sunny and mild."}),
+        ("Done. <|calls_end|>\nBye.<|end|>", {"content": "Done.\nBye."}),
+        # Closing markup spelled out as text is no special token: kept.
+        ("Write </call> here.<|end|>", {"content": "Write </call> here."}),
+    ]:
+        assert parse_response(output, result.template, prefix=PROMPT) == {"role": "assistant", **expected}, output
+    # The opening token still opens a call.
+    assert parse_response('Hi.<|call_begin|>get_time<|call_args|>{}<|call_end|><|end|>', result.template,
+                          prefix=PROMPT) == {"role": "assistant", "content": "Hi.", "tool_calls": [_call("get_time", {})]}
+
+
+@needs_folder
+def test_kimi_k2_stray_call_tokens_are_dropped_like_the_library_does():
+    source = (Path(FOLDER) / "moonshotai--Kimi-K2-Instruct__2025-07.jinja").read_text(encoding="utf-8")
+    result = infer_template(source)
+    output = "Sunny<|tool_call_argument_begin|> and 24 degrees.<|tool_call_end|><|im_end|>"
+    prefix = "<|im_user|>user<|im_middle|>Weather?<|im_end|><|im_assistant|>assistant<|im_middle|>"
+    assert parse_response(output, result.template, prefix=prefix) == parse_response(
+        output, rt.get_template("kimi-k2"), prefix=prefix) == {
+        "role": "assistant", "content": "Sunny and 24 degrees."}
