@@ -505,6 +505,7 @@ def _for_template(message: dict, arguments: str, in_content: dict | None = None,
     return message
 
 
+@frozen_clock()  # the prompt and the full turn are rendered apart: a template that writes the time must agree
 def verify(
     template: Any,
     chat_template: str | os.PathLike,

@@ -1008,3 +1008,10 @@ def test_kimi_k2_stray_call_tokens_are_dropped_like_the_library_does():
     assert parse_response(output, result.template, prefix=prefix) == parse_response(
         output, rt.get_template("kimi-k2"), prefix=prefix) == {
         "role": "assistant", "content": "Sunny and 24 degrees."}
+
+
+def test_verify_renders_a_chat_template_that_writes_the_time_at_one_moment(json_tags):
+    from response_templates import verify
+
+    report = verify(json_tags.template, CLOCK, options=json_tags.options, supports=json_tags.supports)
+    assert report.ok, report.summary()
