@@ -1309,9 +1309,12 @@ def _stray_tokens(calls: _Calls | None, ends: list[str]) -> list[str]:
 
 
 def _damaged_output_reasons(calls: _Calls | None, turn: _Turn, reasons: list[str]) -> None:
-    """Say which damaged-output policies apply to this template (they are not verified: no chat template writes them)."""
+    """Say which robustness policies apply to this template (not verified: the chat template does not write them)."""
     if calls is None:
         return
+    if calls.literal.get("empty_call"):
+        reasons.append(f"tool calls: by policy (XML) a call without parameters may be written as an empty element "
+                       f"({calls.literal['empty_call']!r}; not verified)")
     ends = [e for e in [turn.end, *turn.extra_ends] if e]
     if calls.kind == "name_json" and _special_token_close(calls.literal.get("call_close") or "", ""):
         reasons.append(f"tool calls: by policy a call also ends at {calls.literal['call_close'].strip()!r} when its "
@@ -1447,6 +1450,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
                       + _generalise(" ".join(parts[1:])) + r"(?=[^\n<>]*" + _header_tail_pattern(header_tail, name_chars)
                       + r"\s*(?:" + "|".join(ahead) + r")))\s*(?P<name>" + name_chars + ")"
                       + _header_tail_pattern(header_tail))
+    self_closing = _self_closing_call(calls, call_head, header_tail, call_close, block_close, name_chars)
     calls.open = _after_separator(calls.open, between)
     ending = _esc(call_close.strip())
     # A call ends at its closing markup right after a complete parameter (or right after the header when it has
@@ -1463,6 +1467,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
         calls.close = "(?:" + "|".join(guards) + ")" + calls.close
     # A call the model did not close before opening the next one still ends there.
     calls.close += "|" + "(?:" + "|".join(guards) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
+    calls.close += self_closing
     calls.close = _outside_cdata(calls.close, r.source)
     # A generation cut inside the call's header leaves no markup behind: the block opener alone, or the header cut
     # after any of its words (<｜GCML｜invoke na).
@@ -1485,6 +1490,8 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": header_tail,
                      "parameter_open": key_prefix, "key_value_separator": infix1, "parameter_close": value_suffix,
                      "call_close": call_close, "block_close": block_close, "arguments": "XML-style parameters"}
+    if self_closing:
+        calls.literal["empty_call"] = call_head.strip() + "NAME" + header_tail.rstrip()[:-1] + "/>"
     return calls
 
 
@@ -1497,6 +1504,27 @@ def _after_value_suffix(between: str, value_suffix: str, key_prefix: str) -> str
     if at < 0 or rest.rstrip().endswith(key_prefix.strip()) or not rest.strip():
         return key_prefix
     return _cut_after_token(rest)
+
+
+def _self_closing_call(calls: _Calls, call_head: str, header_tail: str, call_close: str, block_close: str,
+                       name_chars: str) -> str:
+    """XML: a call header that is an element's start tag (<invoke name="NAME">) closed by that element's end tag
+    (</invoke>) may be written as an empty element (<invoke name="NAME"/>): a call without parameters.
+
+    Widens calls.open to accept the empty-element form and returns the close alternative for it (right after such a
+    header), or "" when the markup is not an element with its end tag.
+    """
+    head, tail, close = call_head.strip(), header_tail.rstrip(), call_close.strip()
+    element = re.match(r"<([^\s<>/=\"']+)\s", head)
+    if not element or not tail.endswith(">") or tail.endswith("/>") or _CALL_A[0] in tail:
+        return ""
+    if not re.fullmatch(r"</" + re.escape(element.group(1)) + r"\s*>", close):
+        return ""
+    full, empty = _header_tail_pattern(header_tail), _generalise(tail[:-1]) + r"\s*/>"
+    if not calls.open.endswith(full):
+        return ""
+    calls.open = calls.open[: len(calls.open) - len(full)] + _generalise(tail[:-1]) + r"\s*/?>"
+    return "|(?<=" + _generalise(head) + r"\s*" + name_chars + empty + ")" + _tail(block_close)
 
 
 def _header_tail_pattern(header_tail: str, name_chars: str | None = None) -> str:

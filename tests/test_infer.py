@@ -1015,3 +1015,31 @@ def test_verify_renders_a_chat_template_that_writes_the_time_at_one_moment(json_
 
     report = verify(json_tags.template, CLOCK, options=json_tags.options, supports=json_tags.supports)
     assert report.ok, report.summary()
+
+
+def test_an_xml_call_without_parameters_may_be_an_empty_element():
+    result = infer_template(XML_PARAMS)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.empty_call"] == '<invoke name="NAME"/>'
+    weather = _call("get_weather", {"city": "Paris"})
+    for output, expected in [
+        ('<invoke name="get_time"/><|end|>', {"tool_calls": [_call("get_time", {})]}),
+        ('Now.\n<invoke name="get_time" />\n<invoke name="get_weather">\n<arg name="city">Paris</arg>\n</invoke><|end|>',
+         {"content": "Now.", "tool_calls": [_call("get_time", {}), weather]}),
+        # '/>' inside a value is data: the call goes on to its end tag.
+        ('<invoke name="save">\n<arg name="html">a <br/> b</arg>\n</invoke><|end|>',
+         {"tool_calls": [_call("save", {"html": "a <br/> b"})]}),
+    ]:
+        assert parse_response(output, result.template, prefix=PROMPT) == {"role": "assistant", **expected}, output
+
+
+@needs_folder
+def test_deepseek_v4_empty_invoke_elements_parse_like_the_library():
+    source = (Path(FOLDER) / "llamacpp--DeepSeek-V4.jinja").read_text(encoding="utf-8")
+    result = infer_template(source, render_kwargs={"bos_token": "<｜begin▁of▁sentence｜>"})
+    corpus = json.loads((ROOT / "tests" / "data" / "corpora" / "deepseek_v4.json").read_text(encoding="utf-8"))
+    for name in ("v4_self_closing_invoke", "v4_self_closing_then_regular_invoke"):
+        case = next(c for c in corpus["cases"] if c["name"] == name)
+        prefix = case.get("prefix", "")
+        assert parse_response(case["output"], result.template, prefix=prefix) == parse_response(
+            case["output"], rt.get_template("deepseek_v4"), prefix=prefix), name
