@@ -1695,6 +1695,10 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             "open_pattern": r"\s*" + opens + r"\s*",
             "close_pattern": close,
             "content_args": {"strip": False},
+            # A model that reasons again later in the message (a second block, another analysis segment) adds to
+            # its reasoning: the blocks are joined as written, none replaces another.
+            "repeats": True,
+            "join": "",
         }
         if reasoning.always:
             # The prompt always opens the reasoning: a generation parsed without its prompt starts inside it.

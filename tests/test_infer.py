@@ -1043,3 +1043,20 @@ def test_deepseek_v4_empty_invoke_elements_parse_like_the_library():
         prefix = case.get("prefix", "")
         assert parse_response(case["output"], result.template, prefix=prefix) == parse_response(
             case["output"], rt.get_template("deepseek_v4"), prefix=prefix), name
+
+
+def test_reasoning_written_in_two_blocks_is_joined(json_tags):
+    output = '<think>\nFirst.\n</think>\n\nChecking.<think>Then second.</think>\nDone.<|end|>'
+    assert parse_response(output, json_tags.template, prefix=PROMPT) == {
+        "role": "assistant", "reasoning_content": "First.Then second.", "content": "Checking.Done."}
+
+
+@needs_folder
+def test_gpt_oss_analysis_segments_are_joined_like_the_library():
+    source = (Path(FOLDER) / "openai--gpt-oss-120b.jinja").read_text(encoding="utf-8")
+    result = infer_template(source)
+    corpus = json.loads((ROOT / "tests" / "data" / "corpora" / "gpt-oss.json").read_text(encoding="utf-8"))
+    case = next(c for c in corpus["cases"] if c["name"] == "multiple_analysis_blocks")
+    prefix = case.get("prefix", "")
+    assert parse_response(case["output"], result.template, prefix=prefix) == parse_response(
+        case["output"], rt.get_template("gpt-oss"), prefix=prefix)
