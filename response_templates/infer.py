@@ -1285,43 +1285,49 @@ def _special_token_close(call_close: str, block_close: str) -> str:
     return r"|(?<!\})\s*" + _esc(close) + _tail(block_close)
 
 
-def _stray_call_tokens(calls: _Calls | None, ends: list[str]) -> list[str]:
+def _stray_call_tokens(calls: _Calls | None, turn: _Turn, reasoning: _Reasoning | None) -> list[str]:
     """Damaged output: the special tokens that separate or close the parts of a call, met in the content outside any
     call, are markup the model emitted by mistake: dropped from the content, the text around them kept.
 
-    Only special tokens (no text spelling), and not the ones that open a call or end the turn (those keep their
-    meaning). A policy of every inferred template whose calls use such tokens (Kimi K2's library entry does the same).
+    Only special tokens (no text spelling) the chat template writes in calls alone: not the ones that open a call,
+    nor the ones of the turn's other markup (its header and end, the content and reasoning sections), which keep
+    their meaning. A policy of every inferred template whose calls use such tokens (Kimi K2's library entry does
+    the same).
     """
-    tokens = _stray_tokens(calls, ends)
+    tokens = _stray_tokens(calls, turn, reasoning)
     return [r"\s*" + _alternation(tokens)] if tokens else []
 
 
-def _stray_tokens(calls: _Calls | None, ends: list[str]) -> list[str]:
+def _stray_tokens(calls: _Calls | None, turn: _Turn, reasoning: _Reasoning | None) -> list[str]:
     if calls is None:
         return []
-    opening = (calls.literal.get("block_open") or "") + (calls.literal.get("call_open") or "")
+    other = [calls.literal.get("block_open") or "", calls.literal.get("call_open") or "", turn.end, *turn.extra_ends,
+             *turn.anchors, turn.prefill, turn.content_open, turn.content_close]
+    if reasoning is not None:
+        other += [reasoning.open, reasoning.close] + [x for pair in reasoning.also for x in pair]
+    other_text = "\n".join(o for o in other if o)
     tokens = []
     for key in ("after_name", "call_close", "block_close"):
         for token in _SPECIAL_TOKEN.findall(calls.literal.get(key) or ""):
-            if token not in opening and token not in ends and token not in tokens:
+            if token not in other_text and token not in tokens:
                 tokens.append(token)
     return tokens
 
 
-def _damaged_output_reasons(calls: _Calls | None, turn: _Turn, reasons: list[str]) -> None:
+def _damaged_output_reasons(calls: _Calls | None, turn: _Turn, reasoning: _Reasoning | None, reasons: list[str]) -> None:
     """Say which robustness policies apply to this template (not verified: the chat template does not write them)."""
     if calls is None:
         return
     if calls.literal.get("empty_call"):
         reasons.append(f"tool calls: by policy (XML) a call without parameters may be written as an empty element "
                        f"({calls.literal['empty_call']!r}; not verified)")
-    ends = [e for e in [turn.end, *turn.extra_ends] if e]
     if calls.kind == "name_json" and _special_token_close(calls.literal.get("call_close") or "", ""):
         reasons.append(f"tool calls: by policy a call also ends at {calls.literal['call_close'].strip()!r} when its "
                        "JSON arguments are broken (kept as text; not verified)")
-    if _stray_tokens(calls, ends):
-        reasons.append(f"content: by policy the call tokens {', '.join(_stray_tokens(calls, ends))} met outside a "
-                       "call are dropped from the content (not verified)")
+    tokens = _stray_tokens(calls, turn, reasoning)
+    if tokens:
+        reasons.append(f"content: by policy the call tokens {', '.join(tokens)} met outside a call are dropped from "
+                       "the content (not verified)")
 
 
 # Keyword arguments of a Python call (key=value, ...), for xml-inline: the group `t` says how the value is written.
@@ -1755,7 +1761,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         # An opener cut off by the end of the generation is markup, not content.
         closes.append(r"\s*" + calls.partial_open + r"\Z")
     closes += turn.dropped  # markup that is no content where it stands: dropped, the text around it kept
-    closes += _stray_call_tokens(calls, ends)
+    closes += _stray_call_tokens(calls, turn, reasoning)
     if reasoning is not None and (paired or not turn.content_open):
         # A reasoning close written again after the reasoning ended is markup: dropped from the content (the text
         # after it, with its whitespace, continues the content).
@@ -1973,7 +1979,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     if not scenarios and thinking is not None and (thinking.prefilled or turn.prefill.strip() == thinking.open):
         thinking.always = _prefilled_everywhere(turn, reasons)
     template = _build(turn, reasoning or guessed, calls)
-    _damaged_output_reasons(calls, turn, reasons)
+    _damaged_output_reasons(calls, turn, reasoning or guessed, reasons)
     supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
                 "parallel_tool_calls": calls is not None and not any(x.startswith("parallel") for x in reasons)}
     options: dict = {"bos_token": kwargs.get("bos_token", ""), "eos_token": kwargs.get("eos_token", "")}
