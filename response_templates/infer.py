@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verification import _TOOLS, _common_prefix, _split, render_chat_template, verify
+from .verification import _TOOLS, _common_prefix, _split, frozen_clock, render_chat_template, verify
 
 __all__ = [
     "InferenceError",
@@ -1250,6 +1250,7 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
         # The header names the function and markup closes the call: arguments that are not valid JSON (damaged
         # output) are kept as the text the model wrote rather than failing the whole message.
         calls.content_args = {"allow_non_json": True}
+        calls.close += _special_token_close(call_close, block_close)
     else:
         # No closing markup: the call ends at the end of the generation (a '}' may end a nested value).
         calls.close = guard + r"\s*" + _optional(block_close) + r"\Z"
@@ -1264,6 +1265,69 @@ def _name_json_calls(one, two, start, end, reasons) -> _Calls:
                           "call_close": call_close, "block_close": block_close,
                           "arguments": "JSON object after the name"})
     return calls
+
+
+# A special token: a marker the tokenizer writes as one piece (<|tool_call_end|>, <｜tool▁call▁end｜>), which a model
+# cannot spell out character by character inside a JSON string.
+_SPECIAL_TOKEN = re.compile(r"<\|[^<>|\s]+\|>|<｜[^<>]+｜>")
+
+
+def _special_token_close(call_close: str, block_close: str) -> str:
+    """Damaged output: a call closed by a special token ends there even when its arguments do not end in '}'.
+
+    The '}' guard of JSON arguments keeps closing markup written inside a string value in the arguments; a special
+    token cannot be written there, so when the close is one, arguments cut short before it (broken JSON) end at it
+    and are kept as the text the model wrote (allow_non_json), and the calls after it are still read.
+    """
+    close = call_close.strip()
+    if not _SPECIAL_TOKEN.fullmatch(close):
+        return ""
+    return r"|(?<!\})\s*" + _esc(close) + _tail(block_close)
+
+
+def _stray_call_tokens(calls: _Calls | None, turn: _Turn, reasoning: _Reasoning | None) -> list[str]:
+    """Damaged output: the special tokens that separate or close the parts of a call, met in the content outside any
+    call, are markup the model emitted by mistake: dropped from the content, the text around them kept.
+
+    Only special tokens (no text spelling) the chat template writes in calls alone: not the ones that open a call,
+    nor the ones of the turn's other markup (its header and end, the content and reasoning sections), which keep
+    their meaning. A policy of every inferred template whose calls use such tokens (Kimi K2's library entry does
+    the same).
+    """
+    tokens = _stray_tokens(calls, turn, reasoning)
+    return [r"\s*" + _alternation(tokens)] if tokens else []
+
+
+def _stray_tokens(calls: _Calls | None, turn: _Turn, reasoning: _Reasoning | None) -> list[str]:
+    if calls is None:
+        return []
+    other = [calls.literal.get("block_open") or "", calls.literal.get("call_open") or "", turn.end, *turn.extra_ends,
+             *turn.anchors, turn.prefill, turn.content_open, turn.content_close]
+    if reasoning is not None:
+        other += [reasoning.open, reasoning.close] + [x for pair in reasoning.also for x in pair]
+    other_text = "\n".join(o for o in other if o)
+    tokens = []
+    for key in ("after_name", "call_close", "block_close"):
+        for token in _SPECIAL_TOKEN.findall(calls.literal.get(key) or ""):
+            if token not in other_text and token not in tokens:
+                tokens.append(token)
+    return tokens
+
+
+def _damaged_output_reasons(calls: _Calls | None, turn: _Turn, reasoning: _Reasoning | None, reasons: list[str]) -> None:
+    """Say which robustness policies apply to this template (not verified: the chat template does not write them)."""
+    if calls is None:
+        return
+    if calls.literal.get("empty_call"):
+        reasons.append(f"tool calls: by policy (XML) a call without parameters may be written as an empty element "
+                       f"({calls.literal['empty_call']!r}; not verified)")
+    if calls.kind == "name_json" and _special_token_close(calls.literal.get("call_close") or "", ""):
+        reasons.append(f"tool calls: by policy a call also ends at {calls.literal['call_close'].strip()!r} when its "
+                       "JSON arguments are broken (kept as text; not verified)")
+    tokens = _stray_tokens(calls, turn, reasoning)
+    if tokens:
+        reasons.append(f"content: by policy the call tokens {', '.join(tokens)} met outside a call are dropped from "
+                       "the content (not verified)")
 
 
 # Keyword arguments of a Python call (key=value, ...), for xml-inline: the group `t` says how the value is written.
@@ -1392,6 +1456,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
                       + _generalise(" ".join(parts[1:])) + r"(?=[^\n<>]*" + _header_tail_pattern(header_tail, name_chars)
                       + r"\s*(?:" + "|".join(ahead) + r")))\s*(?P<name>" + name_chars + ")"
                       + _header_tail_pattern(header_tail))
+    self_closing = _self_closing_call(calls, call_head, header_tail, call_close, block_close, name_chars)
     calls.open = _after_separator(calls.open, between)
     ending = _esc(call_close.strip())
     # A call ends at its closing markup right after a complete parameter (or right after the header when it has
@@ -1408,6 +1473,7 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
         calls.close = "(?:" + "|".join(guards) + ")" + calls.close
     # A call the model did not close before opening the next one still ends there.
     calls.close += "|" + "(?:" + "|".join(guards) + r")\s*(?=" + _generalise(call_head.strip()) + ")"
+    calls.close += self_closing
     calls.close = _outside_cdata(calls.close, r.source)
     # A generation cut inside the call's header leaves no markup behind: the block opener alone, or the header cut
     # after any of its words (<｜GCML｜invoke na).
@@ -1430,6 +1496,8 @@ def _xml_calls(r, turn, one, two, reasons) -> _Calls:
     calls.literal = {"block_open": block_open, "call_open": call_head, "after_name": header_tail,
                      "parameter_open": key_prefix, "key_value_separator": infix1, "parameter_close": value_suffix,
                      "call_close": call_close, "block_close": block_close, "arguments": "XML-style parameters"}
+    if self_closing:
+        calls.literal["empty_call"] = call_head.strip() + "NAME" + header_tail.rstrip()[:-1] + "/>"
     return calls
 
 
@@ -1442,6 +1510,27 @@ def _after_value_suffix(between: str, value_suffix: str, key_prefix: str) -> str
     if at < 0 or rest.rstrip().endswith(key_prefix.strip()) or not rest.strip():
         return key_prefix
     return _cut_after_token(rest)
+
+
+def _self_closing_call(calls: _Calls, call_head: str, header_tail: str, call_close: str, block_close: str,
+                       name_chars: str) -> str:
+    """XML: a call header that is an element's start tag (<invoke name="NAME">) closed by that element's end tag
+    (</invoke>) may be written as an empty element (<invoke name="NAME"/>): a call without parameters.
+
+    Widens calls.open to accept the empty-element form and returns the close alternative for it (right after such a
+    header), or "" when the markup is not an element with its end tag.
+    """
+    head, tail, close = call_head.strip(), header_tail.rstrip(), call_close.strip()
+    element = re.match(r"<([^\s<>/=\"']+)\s", head)
+    if not element or not tail.endswith(">") or tail.endswith("/>") or _CALL_A[0] in tail:
+        return ""
+    if not re.fullmatch(r"</" + re.escape(element.group(1)) + r"\s*>", close):
+        return ""
+    full, empty = _header_tail_pattern(header_tail), _generalise(tail[:-1]) + r"\s*/>"
+    if not calls.open.endswith(full):
+        return ""
+    calls.open = calls.open[: len(calls.open) - len(full)] + _generalise(tail[:-1]) + r"\s*/?>"
+    return "|(?<=" + _generalise(head) + r"\s*" + name_chars + empty + ")" + _tail(block_close)
 
 
 def _header_tail_pattern(header_tail: str, name_chars: str | None = None) -> str:
@@ -1612,6 +1701,10 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
             "open_pattern": r"\s*" + opens + r"\s*",
             "close_pattern": close,
             "content_args": {"strip": False},
+            # A model that reasons again later in the message (a second block, another analysis segment) adds to
+            # its reasoning: the blocks are joined as written, none replaces another.
+            "repeats": True,
+            "join": "",
         }
         if reasoning.always:
             # The prompt always opens the reasoning: a generation parsed without its prompt starts inside it.
@@ -1668,6 +1761,7 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
         # An opener cut off by the end of the generation is markup, not content.
         closes.append(r"\s*" + calls.partial_open + r"\Z")
     closes += turn.dropped  # markup that is no content where it stands: dropped, the text around it kept
+    closes += _stray_call_tokens(calls, turn, reasoning)
     if reasoning is not None and (paired or not turn.content_open):
         # A reasoning close written again after the reasoning ended is markup: dropped from the content (the text
         # after it, with its whitespace, continues the content).
@@ -1767,7 +1861,8 @@ def infer_template(chat_template: str, *, tokenizer: Any = None, render_kwargs: 
     kwargs.update(render_kwargs or {})
     reasons: list[str] = []
     try:
-        return _infer(chat_template, kwargs, reasons)
+        with frozen_clock():  # every probe and verify render sees the same time (templates that write the clock)
+            return _infer(chat_template, kwargs, reasons)
     except InferenceError as error:
         reasons.append(str(error))
     except Exception as error:  # the chat template itself failed: a finding, reported
@@ -1884,6 +1979,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     if not scenarios and thinking is not None and (thinking.prefilled or turn.prefill.strip() == thinking.open):
         thinking.always = _prefilled_everywhere(turn, reasons)
     template = _build(turn, reasoning or guessed, calls)
+    _damaged_output_reasons(calls, turn, reasoning or guessed, reasons)
     supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
                 "parallel_tool_calls": calls is not None and not any(x.startswith("parallel") for x in reasons)}
     options: dict = {"bos_token": kwargs.get("bos_token", ""), "eos_token": kwargs.get("eos_token", "")}

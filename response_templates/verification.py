@@ -8,6 +8,8 @@ the parsed message with the message that was rendered. See templates/FORMAT.md f
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import functools
 import json
@@ -56,8 +58,25 @@ def _raise_exception(message):
     raise TemplateError(message)
 
 
+_NOW: contextvars.ContextVar = contextvars.ContextVar("response_templates_now", default=None)
+
+
 def _strftime_now(fmt):
-    return datetime.now().strftime(fmt)
+    return (_NOW.get() or datetime.now()).strftime(fmt)
+
+
+@contextlib.contextmanager
+def frozen_clock():
+    """Inside this block, strftime_now gives one fixed time (the time the block started, or the outer block's).
+
+    A chat template that writes the time (Hunyuan writes it to the second) renders the prompt and the full turn at
+    two moments; comparing them must not depend on the clock ticking in between.
+    """
+    token = _NOW.set(_NOW.get() or datetime.now())
+    try:
+        yield
+    finally:
+        _NOW.reset(token)
 
 
 _ENV = None
@@ -486,6 +505,7 @@ def _for_template(message: dict, arguments: str, in_content: dict | None = None,
     return message
 
 
+@frozen_clock()  # the prompt and the full turn are rendered apart: a template that writes the time must agree
 def verify(
     template: Any,
     chat_template: str | os.PathLike,

@@ -924,3 +924,139 @@ def test_a_generation_prompt_that_opens_the_first_segment():
         "role": "assistant", "content": "One moment."}
     # Without the prompt's '>>>' the name would follow no marker at all: inference gives up, as before.
     assert not infer_template(SEGMENTS.replace("<|turn|>assistant\n>>>{% endif %}", "<|turn|>assistant\n{% endif %}")).ok
+
+
+# The prompt and the full turn are rendered at two moments; a chat template that writes the time (Hunyuan A13B
+# writes it to the second) must not make the two disagree. '%f' changes between any two renders.
+CLOCK = JSON_TAGS.replace("{%- for m in messages %}", "Now: {{ strftime_now('%H:%M:%S.%f') }}\n{%- for m in messages %}", 1)
+
+
+def test_a_chat_template_that_writes_the_time_is_inferred(json_tags):
+    result = infer_template(CLOCK)
+    assert result.ok, result.reasons
+    assert result.template == json_tags.template
+    output = 'Checking.\n<call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</call><|end|>'
+    assert parse_response(output, result.template, prefix=PROMPT) == {
+        "role": "assistant", "content": "Checking.", "tool_calls": [_call("get_weather", {"city": "Paris"})]}
+    # Outside inference the clock runs as usual.
+    from response_templates.verification import render_chat_template
+
+    assert render_chat_template(CLOCK, [{"role": "user", "content": "hi"}]) != render_chat_template(
+        CLOCK, [{"role": "user", "content": "hi"}])
+
+
+@needs_folder
+def test_hunyuan_a13b_which_writes_the_time_to_the_second_is_inferred():
+    source = (Path(FOLDER) / "vllm-example--tool_chat_template_hunyuan_a13b.jinja").read_text(encoding="utf-8")
+    result = infer_template(source)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.block_open"] == "<tool_calls>"
+
+
+# Calls named in their header and closed by a special token (Kimi K2's '<|tool_call_end|>').
+PIPE_CALLS = _HEAD + """{% if m.tool_calls %}<|calls_begin|>{% for c in m.tool_calls %}<|call_begin|>{{ c.function.name }}\
+<|call_args|>{{ c.function.arguments | tojson }}<|call_end|>{% endfor %}<|calls_end|>{% endif %}""" + _TAIL
+
+
+def test_a_special_token_close_ends_broken_json_arguments():
+    result = infer_template(PIPE_CALLS)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.call_close"] == "<|call_end|>"
+    output = ('Both.<|calls_begin|><|call_begin|>get_weather<|call_args|>{"city": "Oslo"<|call_end|>'
+              '<|call_begin|>get_weather<|call_args|>{"city": "Bergen"}<|call_end|><|calls_end|><|end|>')
+    assert parse_response(output, result.template, prefix=PROMPT) == {
+        "role": "assistant", "content": "Both.",
+        "tool_calls": [_call("get_weather", '{"city": "Oslo"'), _call("get_weather", {"city": "Bergen"})]}
+    # Closing markup that is no special token, written inside a string value, stays in the arguments.
+    output = '<|calls_begin|><|call_begin|>save<|call_args|>{"text": "a </call> b"}<|call_end|><|calls_end|><|end|>'
+    assert parse_response(output, result.template, prefix=PROMPT) == {
+        "role": "assistant", "tool_calls": [_call("save", {"text": "a </call> b"})]}
+
+
+@needs_folder
+def test_kimi_k2_broken_json_arguments_end_at_the_call_end_token():
+    source = (Path(FOLDER) / "moonshotai--Kimi-K2-Instruct__2025-07.jinja").read_text(encoding="utf-8")
+    result = infer_template(source)
+    corpus = json.loads((ROOT / "tests" / "data" / "corpora" / "kimi-k2.json").read_text(encoding="utf-8"))
+    case = next(c for c in corpus["cases"] if c["name"] == "call_with_broken_json_then_good_call")
+    parsed = parse_response(case["output"], result.template, prefix=case.get("prefix", ""))
+    assert parsed == parse_response(case["output"], rt.get_template("kimi-k2"), prefix=case.get("prefix", ""))
+    assert [c["function"]["arguments"] for c in parsed["tool_calls"]] == ['{"city": "Oslo"', {"city": "Bergen"}]
+
+
+def test_stray_call_tokens_in_the_content_are_dropped():
+    result = infer_template(PIPE_CALLS)
+    assert result.ok, result.reasons
+    for output, expected in [
+        ("Sunny<|call_args|> and mild.<|call_end|><|end|>", {"content": "Sunny and mild."}),
+        ("Done. <|calls_end|>\nBye.<|end|>", {"content": "Done.\nBye."}),
+        # Closing markup spelled out as text is no special token: kept.
+        ("Write </call> here.<|end|>", {"content": "Write </call> here."}),
+    ]:
+        assert parse_response(output, result.template, prefix=PROMPT) == {"role": "assistant", **expected}, output
+    # The opening token still opens a call.
+    assert parse_response('Hi.<|call_begin|>get_time<|call_args|>{}<|call_end|><|end|>', result.template,
+                          prefix=PROMPT) == {"role": "assistant", "content": "Hi.", "tool_calls": [_call("get_time", {})]}
+
+
+@needs_folder
+def test_kimi_k2_stray_call_tokens_are_dropped_like_the_library_does():
+    source = (Path(FOLDER) / "moonshotai--Kimi-K2-Instruct__2025-07.jinja").read_text(encoding="utf-8")
+    result = infer_template(source)
+    output = "Sunny<|tool_call_argument_begin|> and 24 degrees.<|tool_call_end|><|im_end|>"
+    prefix = "<|im_user|>user<|im_middle|>Weather?<|im_end|><|im_assistant|>assistant<|im_middle|>"
+    assert parse_response(output, result.template, prefix=prefix) == parse_response(
+        output, rt.get_template("kimi-k2"), prefix=prefix) == {
+        "role": "assistant", "content": "Sunny and 24 degrees."}
+
+
+def test_verify_renders_a_chat_template_that_writes_the_time_at_one_moment(json_tags):
+    from response_templates import verify
+
+    report = verify(json_tags.template, CLOCK, options=json_tags.options, supports=json_tags.supports)
+    assert report.ok, report.summary()
+
+
+def test_an_xml_call_without_parameters_may_be_an_empty_element():
+    result = infer_template(XML_PARAMS)
+    assert result.ok, result.reasons
+    assert result.markers["tool_calls.empty_call"] == '<invoke name="NAME"/>'
+    weather = _call("get_weather", {"city": "Paris"})
+    for output, expected in [
+        ('<invoke name="get_time"/><|end|>', {"tool_calls": [_call("get_time", {})]}),
+        ('Now.\n<invoke name="get_time" />\n<invoke name="get_weather">\n<arg name="city">Paris</arg>\n</invoke><|end|>',
+         {"content": "Now.", "tool_calls": [_call("get_time", {}), weather]}),
+        # '/>' inside a value is data: the call goes on to its end tag.
+        ('<invoke name="save">\n<arg name="html">a <br/> b</arg>\n</invoke><|end|>',
+         {"tool_calls": [_call("save", {"html": "a <br/> b"})]}),
+    ]:
+        assert parse_response(output, result.template, prefix=PROMPT) == {"role": "assistant", **expected}, output
+
+
+@needs_folder
+def test_deepseek_v4_empty_invoke_elements_parse_like_the_library():
+    source = (Path(FOLDER) / "llamacpp--DeepSeek-V4.jinja").read_text(encoding="utf-8")
+    result = infer_template(source, render_kwargs={"bos_token": "<｜begin▁of▁sentence｜>"})
+    corpus = json.loads((ROOT / "tests" / "data" / "corpora" / "deepseek_v4.json").read_text(encoding="utf-8"))
+    for name in ("v4_self_closing_invoke", "v4_self_closing_then_regular_invoke"):
+        case = next(c for c in corpus["cases"] if c["name"] == name)
+        prefix = case.get("prefix", "")
+        assert parse_response(case["output"], result.template, prefix=prefix) == parse_response(
+            case["output"], rt.get_template("deepseek_v4"), prefix=prefix), name
+
+
+def test_reasoning_written_in_two_blocks_is_joined(json_tags):
+    output = '<think>\nFirst.\n</think>\n\nChecking.<think>Then second.</think>\nDone.<|end|>'
+    assert parse_response(output, json_tags.template, prefix=PROMPT) == {
+        "role": "assistant", "reasoning_content": "First.Then second.", "content": "Checking.Done."}
+
+
+@needs_folder
+def test_gpt_oss_analysis_segments_are_joined_like_the_library():
+    source = (Path(FOLDER) / "openai--gpt-oss-120b.jinja").read_text(encoding="utf-8")
+    result = infer_template(source)
+    corpus = json.loads((ROOT / "tests" / "data" / "corpora" / "gpt-oss.json").read_text(encoding="utf-8"))
+    case = next(c for c in corpus["cases"] if c["name"] == "multiple_analysis_blocks")
+    prefix = case.get("prefix", "")
+    assert parse_response(case["output"], result.template, prefix=prefix) == parse_response(
+        case["output"], rt.get_template("gpt-oss"), prefix=prefix)
