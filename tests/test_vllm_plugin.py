@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from response_templates import engines, parse_response
+from response_templates import engines, parse_response, vllm_plugin
 from response_templates.library import get_template, list_templates
 from response_templates.openai_adapter import OpenAIStreamAdapter, to_openai_message
 
@@ -22,17 +22,25 @@ CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 DAMAGED = Path(__file__).resolve().parent / "data" / "damaged"
 STEP = 3  # tokens per streamed delta
 
-_missing = engines.engine_unavailable("vllm")
+_missing = vllm_plugin.host_unavailable()
 if _missing and os.environ.get("CI", "").lower() == "true":
-    raise RuntimeError(f"vLLM must be installed for these tests on CI: {_missing}")
-pytestmark = pytest.mark.skipif(bool(_missing), reason=f"vLLM is not installed here: {_missing}")
+    raise RuntimeError(f"a vLLM that can host the plugin must be installed for these tests on CI: {_missing}")
+if _missing:
+    print(f"\ntests/test_vllm_plugin.py skipped: {_missing}")
+pytestmark = pytest.mark.skipif(bool(_missing), reason=f"no vLLM here that can host the plugin: {_missing}")
+
+
+def _give_prompt(parser, prompt_ids):
+    """Give the parser the prompt as this release's serving layer does: set_prompt_token_ids where vLLM has it,
+    else is_reasoning_end, which the chat-completions server calls with the prompt on the request's parser."""
+    if vllm_plugin._api().gives_prompt:
+        parser.set_prompt_token_ids(prompt_ids)
+    else:
+        parser.is_reasoning_end(prompt_ids)
 
 
 def _parser_cls(tokenizer, *, reasoning=True, tools=True):
-    from vllm.parser.parser_manager import ParserManager
-
-    from response_templates import vllm_plugin
-
+    ParserManager = vllm_plugin._api().ParserManager
     vllm_plugin.register()
     vllm_plugin.register()  # safe twice
     return ParserManager.get_parser(
@@ -132,7 +140,7 @@ def test_every_corpus_case_one_shot_and_streamed(name, monkeypatch):
         except ValueError:  # damaged output: the server answers with the text as it is, it does not fail
             request = _request(case.get("tools"))
             parser = parser_cls(tokenizer, request.tools)
-            parser.set_prompt_token_ids(prompt_ids)
+            _give_prompt(parser, prompt_ids)
             assert parser.parse(case["output"], request, True, output_ids) == (None, case["output"], None)
             continue
         expected = _expected(ours)
@@ -142,7 +150,7 @@ def test_every_corpus_case_one_shot_and_streamed(name, monkeypatch):
         request = _request(case.get("tools"))
         parser = parser_cls(tokenizer, request.tools)
         request = parser.adjust_request(request)
-        parser.set_prompt_token_ids(prompt_ids)
+        _give_prompt(parser, prompt_ids)
         assert _one_shot(parser, case["output"], request, output_ids) == expected, (name, case["name"])
 
         deltas = _stream(parser_cls(tokenizer, request.tools), tokenizer, request, prompt_ids, output_ids)
@@ -199,7 +207,7 @@ def test_damaged_outputs_follow_the_malformed_policy(name, policy, monkeypatch):
         request = _request(case.get("tools"))
         parser = parser_cls(tokenizer, request.tools)
         assert parser.malformed == policy
-        parser.set_prompt_token_ids(prompt_ids)
+        _give_prompt(parser, prompt_ids)
         try:
             ours = to_openai_message(parse_response(case["output"], template, prefix=case["prefix"],
                                                     tools=case.get("tools"), malformed=policy))
@@ -239,7 +247,7 @@ def test_a_broken_call_under_each_policy(monkeypatch):
         monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", policy)
         request = _request(tools)
         parser = _parser_cls(tokenizer)(tokenizer, request.tools)
-        parser.set_prompt_token_ids(prompt_ids)
+        _give_prompt(parser, prompt_ids)
         reasoning, content, calls = parser.parse(output, request, True, output_ids)
         results[policy] = (content, [c.name for c in calls or ()])
         streamed = _assemble(_stream(_parser_cls(tokenizer)(tokenizer, request.tools), tokenizer, request,
@@ -283,7 +291,7 @@ def test_a_generation_cut_by_the_token_limit_drops_the_unfinished_call(policy, m
 
     parser_cls = _parser_cls(tokenizer)
     parser = parser_cls(tokenizer, request(len(cut_ids)).tools)
-    parser.set_prompt_token_ids(prompt_ids)
+    _give_prompt(parser, prompt_ids)
     assert parser.parse(cut, request(len(cut_ids)), True, cut_ids) == ("Weather.", "Checking.", None)
     streamed = _assemble(_stream(parser_cls(tokenizer, tools), tokenizer, request(len(cut_ids)), prompt_ids, cut_ids))
     assert (streamed["reasoning"], streamed["content"]) == ("Weather.", "Checking.")
@@ -293,7 +301,7 @@ def test_a_generation_cut_by_the_token_limit_drops_the_unfinished_call(policy, m
     # under the limit, the same text is an output that ended there: damaged (a call that does not parse), so with
     # "raise" the whole text and with "content" the call's text are the content ("drop" leaves the call out anyway)
     parser = parser_cls(tokenizer, tools)
-    parser.set_prompt_token_ids(prompt_ids)
+    _give_prompt(parser, prompt_ids)
     reasoning, content, calls = parser.parse(cut, request(len(cut_ids) + 10), True, cut_ids)
     assert calls is None
     assert content == {"raise": cut, "content": "Checking.\n" + cut[cut.index("<tool_call>"):],
@@ -330,15 +338,13 @@ def test_a_forced_tool_choice_is_refused(choice):
 
 
 def test_template_from_the_library_when_the_tokenizer_has_none():
-    from response_templates import vllm_plugin
-
     tokenizer = engines._tokenizer(None)
     tokenizer.name_or_path = "Qwen/Qwen3-8B"
     assert vllm_plugin.resolve_template(tokenizer) == get_template("qwen3")
     parser_cls = _parser_cls(tokenizer)
     request = _request(None)
     parser = parser_cls(tokenizer, None)
-    parser.set_prompt_token_ids(tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False))
+    _give_prompt(parser, tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False))
     assert parser.parse("<think>Hm.</think>Hi!<|im_end|>", request, enable_auto_tools=True)[:2] == ("Hm.", "Hi!")
 
 
@@ -357,10 +363,9 @@ def test_vllm_loads_the_plugin_from_the_installed_entry_point():
             pytest.fail("the installed package has no vllm.general_plugins entry point")
         pytest.skip("response-templates is not installed here (source tree): no entry point to load")
     from vllm.plugins import load_general_plugins
-    from vllm.reasoning import ReasoningParserManager
-    from vllm.tool_parsers import ToolParserManager
 
     load_general_plugins()
+    ReasoningParserManager, ToolParserManager = vllm_plugin._api().ReasoningParserManager, vllm_plugin._api().ToolParserManager
     assert ToolParserManager.get_tool_parser("response_templates").__name__ == "ResponseTemplatesToolParser"
     assert ReasoningParserManager.get_reasoning_parser("response_templates").__name__ == (
         "ResponseTemplatesReasoningParser")

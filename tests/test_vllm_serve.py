@@ -23,11 +23,11 @@ import urllib.request
 
 import pytest
 
-from response_templates import engines, parse_response
+from response_templates import engines, parse_response, vllm_plugin
 from response_templates.library import get_template
 from response_templates.openai_adapter import to_openai_message
 
-_missing = engines.engine_unavailable("vllm")
+_missing = vllm_plugin.host_unavailable()
 if not _missing:
     try:
         import fastapi  # noqa: F401  (the server's dependencies, beyond what the parser tests need)
