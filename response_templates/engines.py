@@ -170,7 +170,15 @@ def engine_unavailable(engine: str) -> str:
             from transformers.cli.serving.utils import parse_assistant_message  # noqa: F401
         else:
             import vllm.parser.parser_manager  # noqa: F401
-            import vllm.parser.response_template  # noqa: F401
+
+            try:
+                import vllm.parser.response_template  # noqa: F401
+            except ModuleNotFoundError as error:
+                if error.name != "vllm.parser.response_template":
+                    raise
+                return (f"vllm {_version('vllm')} has no built-in response-template parser "
+                        "(vllm.parser.response_template, in vLLM 0.32 and later); this package's vLLM plugin "
+                        "serves templates on it (see response_templates.vllm_plugin)")
     except Exception as error:  # ImportError, or a broken install
         version = _version("vllm" if engine == "vllm" else "transformers")
         where = f" ({'vllm' if engine == 'vllm' else 'transformers'} {version})" if version else ""

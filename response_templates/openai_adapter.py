@@ -616,6 +616,19 @@ class OpenAIStreamAdapter:
         chunks.append(self._chunk({}, finish_reason_for(bool(_as_calls(message.get(_TOOL_CALLS))), truncated)))
         return chunks
 
+    @property
+    def open_field(self) -> str | None:
+        """The field of the region the parser is in after the last `feed` (None between regions)."""
+        return self._current
+
+    @property
+    def holding(self) -> bool:
+        """Whether the open region's text is held until its close instead of going out as it arrives: a tool call
+        (of which at most the name and the final argument pairs go out early, see `may_truncate`), a value that is
+        not text, or a region that replaces a value already sent. False between regions. A server that must give
+        back the raw text of a region that turns out damaged keeps the text it fed while this is true."""
+        return self._current is not None and self._mode != "append"
+
     def stream(self, pieces: Iterable[Any], truncated: bool = False) -> Iterable[dict]:
         """All chunks for a whole generation given as an iterable of pieces."""
         for piece in pieces:

@@ -265,6 +265,22 @@ def test_text_streams_live_and_holds_edge_whitespace():
     assert _deltas(adapter.feed("nk>\n\nAnswer")) == [{"content": "Answer"}]
 
 
+def test_open_field_and_holding_follow_the_regions():
+    for may_truncate in (True, False):
+        adapter = OpenAIStreamAdapter(CHATML, "", id_factory=ids, may_truncate=may_truncate)
+        assert (adapter.open_field, adapter.holding) == (None, False)
+        adapter.feed("<think>Hm")
+        assert (adapter.open_field, adapter.holding) == ("reasoning_content", False)  # streams as it arrives
+        adapter.feed("</think>Sure")
+        assert (adapter.open_field, adapter.holding) == ("content", False)
+        adapter.feed('<tool_call>{"name": "f", "arguments": {"a": 1')
+        assert (adapter.open_field, adapter.holding) == ("tool_calls", True)  # held (early mode: final pairs only)
+        adapter.feed("}}</tool_call>")
+        assert adapter.open_field != "tool_calls"
+        adapter.finish()
+        assert (adapter.open_field, adapter.holding) == (None, False)
+
+
 def test_default_mode_holds_a_call_until_it_closes():
     adapter = OpenAIStreamAdapter(CHATML, "", id_factory=ids)
     adapter.feed('<tool_call>{"name": "f", "arguments": {"a": 1, "b": 2')

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from response_templates import engines, parse_response
+from response_templates import engines, parse_response, vllm_plugin
 from response_templates.library import get_template, list_templates
 from response_templates.openai_adapter import OpenAIStreamAdapter, to_openai_message
 
@@ -22,17 +22,23 @@ CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 DAMAGED = Path(__file__).resolve().parent / "data" / "damaged"
 STEP = 3  # tokens per streamed delta
 
-_missing = engines.engine_unavailable("vllm")
+_missing = vllm_plugin.host_unavailable()
 if _missing and os.environ.get("CI", "").lower() == "true":
-    raise RuntimeError(f"vLLM must be installed for these tests on CI: {_missing}")
-pytestmark = pytest.mark.skipif(bool(_missing), reason=f"vLLM is not installed here: {_missing}")
+    raise RuntimeError(f"a vLLM that can host the plugin must be installed for these tests on CI: {_missing}")
+pytestmark = pytest.mark.skipif(bool(_missing), reason=f"no vLLM here that can host the plugin: {_missing}")
+
+
+def _give_prompt(parser, prompt_ids):
+    """Give the parser the prompt as this release's serving layer does: set_prompt_token_ids where vLLM has it,
+    else is_reasoning_end, which the chat-completions server calls with the prompt on the request's parser."""
+    if vllm_plugin._api().gives_prompt:
+        parser.set_prompt_token_ids(prompt_ids)
+    else:
+        parser.is_reasoning_end(prompt_ids)
 
 
 def _parser_cls(tokenizer, *, reasoning=True, tools=True):
-    from vllm.parser.parser_manager import ParserManager
-
-    from response_templates import vllm_plugin
-
+    ParserManager = vllm_plugin._api().ParserManager
     vllm_plugin.register()
     vllm_plugin.register()  # safe twice
     return ParserManager.get_parser(
@@ -132,7 +138,7 @@ def test_every_corpus_case_one_shot_and_streamed(name, monkeypatch):
         except ValueError:  # damaged output: the server answers with the text as it is, it does not fail
             request = _request(case.get("tools"))
             parser = parser_cls(tokenizer, request.tools)
-            parser.set_prompt_token_ids(prompt_ids)
+            _give_prompt(parser, prompt_ids)
             assert parser.parse(case["output"], request, True, output_ids) == (None, case["output"], None)
             continue
         expected = _expected(ours)
@@ -142,7 +148,7 @@ def test_every_corpus_case_one_shot_and_streamed(name, monkeypatch):
         request = _request(case.get("tools"))
         parser = parser_cls(tokenizer, request.tools)
         request = parser.adjust_request(request)
-        parser.set_prompt_token_ids(prompt_ids)
+        _give_prompt(parser, prompt_ids)
         assert _one_shot(parser, case["output"], request, output_ids) == expected, (name, case["name"])
 
         deltas = _stream(parser_cls(tokenizer, request.tools), tokenizer, request, prompt_ids, output_ids)
@@ -199,7 +205,7 @@ def test_damaged_outputs_follow_the_malformed_policy(name, policy, monkeypatch):
         request = _request(case.get("tools"))
         parser = parser_cls(tokenizer, request.tools)
         assert parser.malformed == policy
-        parser.set_prompt_token_ids(prompt_ids)
+        _give_prompt(parser, prompt_ids)
         try:
             ours = to_openai_message(parse_response(case["output"], template, prefix=case["prefix"],
                                                     tools=case.get("tools"), malformed=policy))
@@ -239,7 +245,7 @@ def test_a_broken_call_under_each_policy(monkeypatch):
         monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", policy)
         request = _request(tools)
         parser = _parser_cls(tokenizer)(tokenizer, request.tools)
-        parser.set_prompt_token_ids(prompt_ids)
+        _give_prompt(parser, prompt_ids)
         reasoning, content, calls = parser.parse(output, request, True, output_ids)
         results[policy] = (content, [c.name for c in calls or ()])
         streamed = _assemble(_stream(_parser_cls(tokenizer)(tokenizer, request.tools), tokenizer, request,
@@ -248,17 +254,46 @@ def test_a_broken_call_under_each_policy(monkeypatch):
             assert (streamed["content"], [c["name"] for c in streamed["calls"]]) == results[policy]
     assert results["raise"] == (output, [])  # the whole output as it is, as vLLM's own parsers answer
     # streamed, the text before the broken call is parsed as it came; the broken call's text and the rest follow
-    # as content. The call's name had gone out before its arguments broke (arguments stream as they arrive).
+    # as content. The call broke before any argument was complete, so nothing of it went out as a call: its
+    # name waits for its first arguments.
     monkeypatch.setenv("RESPONSE_TEMPLATES_MALFORMED", "raise")
     request = _request(tools)
     for step in (1, STEP):
         streamed = _assemble(_stream(_parser_cls(tokenizer)(tokenizer, request.tools), tokenizer, request,
                                      prompt_ids, output_ids, step=step))
-        assert streamed["calls"] == [{"name": "get_weather", "arguments": ""}]
-        assert streamed["content"].startswith("Checking.")
-        assert streamed["content"].endswith(output[output.index(broken):])
+        assert streamed["calls"] == []
+        assert streamed["content"] == "Checking.\n" + output[output.index(broken):]
     assert results["content"] == (f"Checking.\n{broken}", ["get_time"])
     assert results["drop"] == ("Checking.", ["get_time"])
+
+
+def test_a_call_goes_out_with_its_first_arguments_never_as_a_bare_name(monkeypatch):
+    """Default policy, arguments streamed early: a call's id and name go out in the same delta as its first final
+    arguments. A call that breaks after some arguments went out keeps them (a delta cannot be taken back): the
+    client then has a call whose arguments are not complete JSON, and the call's text follows as content."""
+    monkeypatch.delenv("RESPONSE_TEMPLATES_MALFORMED", raising=False)
+    template = get_template("qwen3")
+    tokenizer = engines._tokenizer(template)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    prompt_ids = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    request = _request(tools)
+    good = ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>'
+            '<|im_end|>')
+    broken = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": three}}\n</tool_call>'
+    for output in (good, broken + "<|im_end|>"):
+        output_ids = tokenizer.encode(output, add_special_tokens=False)
+        deltas = _stream(_parser_cls(tokenizer)(tokenizer, request.tools), tokenizer, request, prompt_ids,
+                         output_ids, step=1)
+        firsts = [call for delta in deltas for call in (delta.tool_calls if delta else ()) if call.id]
+        assert len(firsts) == 1 and firsts[0].function.name == "get_weather"
+        assert firsts[0].function.arguments == '{"city": "Paris"'  # the name waited for the first argument
+        assembled = _assemble(deltas)
+        if output == good:
+            assert assembled == {"reasoning": None, "content": None,
+                                 "calls": [{"name": "get_weather", "arguments": '{"city": "Paris", "days": 3}'}]}
+        else:
+            assert assembled == {"reasoning": None, "content": broken + "<|im_end|>",
+                                 "calls": [{"name": "get_weather", "arguments": '{"city": "Paris"'}]}
 
 
 @pytest.mark.parametrize("policy", ["raise", "content", "drop"])
@@ -283,7 +318,7 @@ def test_a_generation_cut_by_the_token_limit_drops_the_unfinished_call(policy, m
 
     parser_cls = _parser_cls(tokenizer)
     parser = parser_cls(tokenizer, request(len(cut_ids)).tools)
-    parser.set_prompt_token_ids(prompt_ids)
+    _give_prompt(parser, prompt_ids)
     assert parser.parse(cut, request(len(cut_ids)), True, cut_ids) == ("Weather.", "Checking.", None)
     streamed = _assemble(_stream(parser_cls(tokenizer, tools), tokenizer, request(len(cut_ids)), prompt_ids, cut_ids))
     assert (streamed["reasoning"], streamed["content"]) == ("Weather.", "Checking.")
@@ -293,7 +328,7 @@ def test_a_generation_cut_by_the_token_limit_drops_the_unfinished_call(policy, m
     # under the limit, the same text is an output that ended there: damaged (a call that does not parse), so with
     # "raise" the whole text and with "content" the call's text are the content ("drop" leaves the call out anyway)
     parser = parser_cls(tokenizer, tools)
-    parser.set_prompt_token_ids(prompt_ids)
+    _give_prompt(parser, prompt_ids)
     reasoning, content, calls = parser.parse(cut, request(len(cut_ids) + 10), True, cut_ids)
     assert calls is None
     assert content == {"raise": cut, "content": "Checking.\n" + cut[cut.index("<tool_call>"):],
@@ -329,16 +364,66 @@ def test_a_forced_tool_choice_is_refused(choice):
         assert parser_cls(tokenizer, request.tools).adjust_request(request).skip_special_tokens is False
 
 
-def test_template_from_the_library_when_the_tokenizer_has_none():
-    from response_templates import vllm_plugin
+@pytest.mark.parametrize("where", ["function", "responses"])
+def test_strict_tools_are_refused_naming_the_parameter(where):
+    """As vLLM's own response-template parser: a strict tool cannot be guaranteed, so the request is refused with a
+    validation error (HTTP 400) naming `tools`, unless tool_choice is "none"."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
+    tokenizer = engines._tokenizer(get_template("qwen3"))
+    parser_cls = _parser_cls(tokenizer)
+    loose = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
+    weather = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+    def request(strict, **extra):
+        if where == "function":
+            tools = [loose, {"type": "function", "function": {**weather, "strict": strict}}]
+            return ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                                         **extra)
+        from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
+
+        tools = [{"type": "function", **loose["function"]}, {"type": "function", **weather, "strict": strict}]
+        return ResponsesRequest(model="test", input="hi", tools=tools, **extra)
+
+    refused = request(True)
+    with pytest.raises(Exception, match=r"strict tools are not supported with --tool-call-parser response_templates "
+                                        r"\(tool 'get_weather' has strict=true\)") as raised:
+        parser_cls(tokenizer, refused.tools).adjust_request(refused)
+    assert type(raised.value).__name__ == "VLLMValidationError"
+    assert raised.value.parameter == "tools"
+    for allowed in (request(False), request(True, tool_choice="none")):
+        assert parser_cls(tokenizer, allowed.tools).adjust_request(allowed).skip_special_tokens is False
+
+
+def test_responses_api_tools_type_the_arguments_as_chat_tools_do():
+    """The Responses API writes function tools flat; the parser reads their schemas as for chat completions (here a
+    string written for an integer parameter is read as the integer, as `parse_response(tools=...)` does)."""
+    from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
+
+    template = get_template("qwen3")
+    tokenizer = engines._tokenizer(template)
+    function = {"name": "get_weather", "parameters": {"type": "object", "properties": {"days": {"type": "integer"}}}}
+    output = '<tool_call>\n{"name": "get_weather", "arguments": {"days": "3"}}\n</tool_call><|im_end|>'
+    prompt_ids = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    ours = to_openai_message(parse_response(output, template, prefix="<|im_start|>assistant\n",
+                                            tools=[{"type": "function", "function": function}]))
+    assert ours["tool_calls"][0]["function"]["arguments"] == '{"days": 3}'
+    for request in (ResponsesRequest(model="test", input="hi", tools=[{"type": "function", **function}]),
+                    _request([{"type": "function", "function": function}])):
+        parser = _parser_cls(tokenizer)(tokenizer, request.tools)
+        _give_prompt(parser, prompt_ids)
+        calls = parser.parse(output, request, True, tokenizer.encode(output, add_special_tokens=False))[2]
+        assert [(c.name, c.arguments) for c in calls] == [("get_weather", '{"days": 3}')]
+
+
+def test_template_from_the_library_when_the_tokenizer_has_none():
     tokenizer = engines._tokenizer(None)
     tokenizer.name_or_path = "Qwen/Qwen3-8B"
     assert vllm_plugin.resolve_template(tokenizer) == get_template("qwen3")
     parser_cls = _parser_cls(tokenizer)
     request = _request(None)
     parser = parser_cls(tokenizer, None)
-    parser.set_prompt_token_ids(tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False))
+    _give_prompt(parser, tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False))
     assert parser.parse("<think>Hm.</think>Hi!<|im_end|>", request, enable_auto_tools=True)[:2] == ("Hm.", "Hi!")
 
 
@@ -346,6 +431,31 @@ def test_no_template_fails_at_startup_with_a_clear_error():
     tokenizer = engines._tokenizer(None)
     with pytest.raises(TypeError, match="no response_template"):
         _parser_cls(tokenizer)
+
+
+def test_a_release_too_old_to_host_the_plugin_is_named_and_refused_when_used(monkeypatch, caplog):
+    """A vLLM whose Parser lacks parse_delta (releases before the unified parser) cannot host the plugin: vLLM
+    still starts (register() runs in every vLLM process), and a server started with the parsers fails naming why."""
+    api = vllm_plugin._api()
+    tokenizer = engines._tokenizer(get_template("qwen3"))
+    monkeypatch.delattr(api.Parser, "parse_delta")
+    vllm_plugin._api.cache_clear()
+    try:
+        reason = vllm_plugin.host_unavailable()
+        assert reason.startswith("vLLM ") and "cannot host the response_templates parsers: it lacks Parser" in reason
+        with caplog.at_level("WARNING"):
+            vllm_plugin.register()
+        assert reason in caplog.text
+        for cls in (api.ToolParserManager.get_tool_parser("response_templates"),
+                    api.ReasoningParserManager.get_reasoning_parser("response_templates")):
+            with pytest.raises(RuntimeError, match="response_templates: vLLM .* cannot host"):
+                cls(tokenizer)
+    finally:
+        monkeypatch.undo()
+        vllm_plugin._api.cache_clear()
+        vllm_plugin.register()
+    assert vllm_plugin.host_unavailable() == ""
+    assert api.ToolParserManager.get_tool_parser("response_templates").__name__ == "ResponseTemplatesToolParser"
 
 
 def test_vllm_loads_the_plugin_from_the_installed_entry_point():
@@ -357,10 +467,9 @@ def test_vllm_loads_the_plugin_from_the_installed_entry_point():
             pytest.fail("the installed package has no vllm.general_plugins entry point")
         pytest.skip("response-templates is not installed here (source tree): no entry point to load")
     from vllm.plugins import load_general_plugins
-    from vllm.reasoning import ReasoningParserManager
-    from vllm.tool_parsers import ToolParserManager
 
     load_general_plugins()
+    ReasoningParserManager, ToolParserManager = vllm_plugin._api().ReasoningParserManager, vllm_plugin._api().ToolParserManager
     assert ToolParserManager.get_tool_parser("response_templates").__name__ == "ResponseTemplatesToolParser"
     assert ReasoningParserManager.get_reasoning_parser("response_templates").__name__ == (
         "ResponseTemplatesReasoningParser")

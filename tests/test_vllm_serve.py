@@ -23,11 +23,11 @@ import urllib.request
 
 import pytest
 
-from response_templates import engines, parse_response
+from response_templates import engines, parse_response, vllm_plugin
 from response_templates.library import get_template
 from response_templates.openai_adapter import to_openai_message
 
-_missing = engines.engine_unavailable("vllm")
+_missing = vllm_plugin.host_unavailable()
 if not _missing:
     try:
         import fastapi  # noqa: F401  (the server's dependencies, beyond what the parser tests need)
@@ -203,6 +203,17 @@ def test_required_tool_choice_is_refused_with_a_400(server):
     assert raised.value.code == 400
     error = json.loads(raised.value.read())["error"]
     assert 'tool_choice="required" is not supported with --tool-call-parser response_templates' in error["message"]
+
+
+def test_strict_tools_are_refused_with_a_400_naming_tools(server):
+    strict = [{"type": "function", "function": {**TOOLS[0]["function"], "strict": True}}]
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        _post(server, _body(tools=strict))
+    assert raised.value.code == 400
+    error = json.loads(raised.value.read())["error"]
+    assert "strict tools are not supported with --tool-call-parser response_templates" in error["message"]
+    assert "'get_weather'" in error["message"]
+    assert error.get("param") == "tools"
 
 
 def _responses_body(**extra):
