@@ -141,28 +141,52 @@ class ResponseParser:
         else:
             fast = watch.fast
             if fast is not None and (
-                self._clean
+                (fast.gated and old_end - pos <= _SET_CHECK)
+                or self._clean
                 or (pos == old_end and (fast.after is None or old_end == 0 or not fast.after.match(buffer, old_end - 1)))
             ):
                 # A watch with regex delimiters: when the chunk holds none of their trigger characters (and the held
                 # text, if any, was held only as a run of a lead class such as whitespace), the only place a
-                # delimiter may still start is a run of a lead class at the end.
+                # delimiter may still start is a run of a lead class at the end. A gated watch checks the held
+                # text too (from one character before it for lookbehind triggers), so any short held text will do.
                 if not (fast.begin and self._base + pos == 0):
                     work[0] += len(chunk)
                     trigger = fast.trigger
-                    if trigger is not None:
+                    cut = None
+                    if trigger is None:
+                        hit = False
+                    elif fast.gated:
+                        start = pos - fast.back if pos >= fast.back else 0
+                        region = chunk if start == old_end else buffer[start:]
+                        if len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region):
+                            hit = False
+                        else:
+                            found = trigger.search(buffer, start, partial=True)
+                            if found is None or found.end() == found.start():
+                                hit = False
+                            elif found.partial and found.start() >= pos:
+                                # only the beginning of a trigger's literal, cut by the end: a delimiter may start
+                                # there (or in the whitespace before it), so hold from there
+                                hit = False
+                                cut = found.start()
+                            else:
+                                hit = True
+                    else:
                         region = chunk if not fast.reach else buffer[max(0, old_end - fast.reach):]
                         hit = (
                             not (len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region))
                             and _hit(trigger.search(region, partial=True))
                         )
-                    else:
-                        hit = False
                     if not hit:
                         end = len(buffer)
                         hold = end
                         last = chunk[-1]
-                        if fast.any_lead is not None and (
+                        if cut is not None:
+                            hold = cut
+                            if fast.single is not None:
+                                found = fast.single.search(buffer, pos, cut)
+                                hold = found.end() if found is not None else pos
+                        elif fast.any_lead is not None and (
                             last in fast.lead_chars if last < "\x80" else fast.any_lead.match(last) is not None
                         ):
                             single = fast.single
@@ -191,7 +215,7 @@ class ResponseParser:
         with regex_budget(len(buffer) - self._pos):
             self._run(events if self._record else None, eos=False)
         self._trim()
-        self._clean = self._held_clean()
+        self._clean = self._held_clean() if self._watch.fast is None or not self._watch.fast.gated else False
         return events
 
     def _lead_hold(self, fast: Any, buffer: str, pos: int, old_end: int) -> int:
