@@ -961,6 +961,11 @@ def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool, end: int
         return "match", match
     if timed(pattern.fullmatch, text, at, end, partial=True) is None:
         return "match", match  # no way through the pattern reaches the end
+    if free is not None and timed(free.fullmatch, text, at, end, partial=True) is None:
+        # `regex` reports a lookbehind that holds a repeat as a partial match to the end of the text (see above);
+        # without lookbehinds (which only take ways away) none reaches the end: final, no probing (each probe
+        # copies the text from the match on)
+        return "match", match
     return ("probe", match) if whole else ("more", None)
 
 
