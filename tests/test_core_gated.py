@@ -42,7 +42,7 @@ def trigger_literals(compiled) -> list[str]:
                 found.update(delimiter.literals)
                 continue
             gate = gate_of(delimiter.regex.pattern)
-            for source, _ in gate[0] if gate else ():
+            for source, _, _ in gate[0] if gate else ():
                 if not source.startswith("(?:"):
                     found.add(source.replace("\\", ""))
     return sorted(literal for literal in found if literal)
@@ -193,18 +193,22 @@ def test_the_gated_path_matches_transformers_on_decoyed_text():
 @pytest.mark.parametrize(
     "pattern, triggers, begin, blank",
     [
-        (r"\s*<tool_call>\s*(?=\{)", ["<tool_call>"], False, True),
-        (r"(?:(?<=>)\s*|[ \t]*\n\s*)?<tool_call>\s*(?P<name>[^\s<]+)", ["<tool_call>"], False, True),
+        (r"\s*<tool_call>\s*(?=\{)", [("<tool_call>", 0)], False, True),
+        (r"(?:(?<=>)\s*|[ \t]*\n\s*)?<tool_call>\s*(?P<name>[^\s<]+)", [("<tool_call>", 0)], False, True),
         (r"\A\s*<think>\s*", [], True, False),
-        (r"\s*</think>\s*|\s*\Z", ["</think>"], False, True),
-        (r"(?<=\})\s*,\s*(?=\{)", [r"(?:[\U0000007d])(?<=\})"], False, False),
-        (r"</tool_call>", ["</tool_call>"], False, False),
+        (r"\s*</think>\s*|\s*\Z", [("</think>", 0)], False, True),
+        # a short literal after a lookbehind: the lookbehind's literal, searched from one character back
+        (r"(?<=\})\s*,\s*(?=\{)", [(r"\}", 1)], False, False),
+        # an unbounded lookbehind: the character it ends with, where it holds
+        (r"(?<=\)[ \t]*\n)[ \t]*[a-z]+\(", [(r"(?:[\U0000000a])(?<=\)[ \t]*\n)", 1)], False, False),
+        (r"</tool_call>", [("</tool_call>", 0)], False, False),
+        (r"(?:(?<=</x>)|(?<=</x>\s))(?=\S)", [("</x>", 4), ("</x>", 5)], False, False),
     ],
 )
 def test_gate_of_reads_the_literal_a_delimiter_must_contain(pattern, triggers, begin, blank):
     gate = gate_of(pattern)
     assert gate is not None
-    assert sorted(source for source, _ in gate[0]) == sorted(triggers)
+    assert sorted((source, back) for source, _, back in gate[0]) == sorted(triggers)
     assert gate[1:] == (begin, blank)
 
 

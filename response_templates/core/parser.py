@@ -863,8 +863,11 @@ def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tu
     offset = max(0, start - _CONTEXT)
     window = buffer[offset:]
     span = (start - offset, match.end() - offset)
+    scan = item.delimiter.scan
+    # anchored tries of a pattern without nested or adjacent repeats skip regex's per-call timeout (see _quick)
+    run = _quick(item) if scan is not None and scan.safe else _timer(item)
     for probe in item.delimiter.probes if probes is None else probes:
-        extended = _timed(item, pattern.match, window + probe, span[0])
+        extended = run(pattern.match, window + probe, span[0])
         if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
             return match, start
     return match, end

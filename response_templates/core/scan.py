@@ -470,7 +470,8 @@ def gate_of(pattern: str) -> tuple | None:
     matches only there), a match can only start in a run of whitespace (`blank`: whitespace may come first) followed
     by a trigger's literal (which may still be cut by the end of the text), in such a run that reaches the end of
     the text, or right after a trigger that tests a lookbehind (`\\n(?<=\\)\\n)`: the character the lookbehind ends
-    with, where it holds). Triggers are (regex source, source of a class of its first character). None when the
+    with, where it holds), or within a bounded distance after a trigger (`</x>` for `(?<=</x>\\s)`). Triggers are
+    (regex source, source of a class of its first character, how far before a start it may begin). None when the
     pattern is not of that form."""
     if _REGEX_ONLY.search(pattern) or regex.match(r"\(\?[a-zA-Z]+\)", pattern):
         return None
@@ -483,19 +484,19 @@ def gate_of(pattern: str) -> tuple | None:
                 parsed = sre_parse.parse(_NAMED.sub(lambda m: m.group(1) + "(", alternative), re.DOTALL)
             if parsed.state.flags & (re.IGNORECASE | re.MULTILINE):
                 return None
-            behind = _behind_trigger(alternative, parsed)
+            behind = _behind_trigger(alternative)
             try:
                 entries = _gate(parsed)
             except _Unknown:
                 entries = None
             if entries is None or (
-                behind is not None and behind[2] and any(e[0] == "literal" and len(e[1]) < 3 for e in entries)
+                behind is not None and behind[1] and any(e[0] == "literal" and len(e[1]) < 3 for e in entries)
             ):
-                # a start right after a character the lookbehind that leads the branch ends with, where it holds
-                # (preferred to a short literal, such as `,` in `(?<=\})\s*,`, which prose holds often)
+                # where the lookbehind that leads the branch holds (preferred to a short literal, such as `,` in
+                # `(?<=\})\s*,`, which prose holds often)
                 if behind is None:
                     return None
-                triggers.append(behind[:2])
+                triggers.extend(behind[0])
                 continue
         except (_Unknown, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
             return None
@@ -507,28 +508,50 @@ def gate_of(pattern: str) -> tuple | None:
             if entry[0] == "literal":
                 if not entry[1]:
                     return None
-                triggers.append((regex.escape(entry[1]), regex.escape(entry[1][0])))
+                triggers.append((regex.escape(entry[1]), regex.escape(entry[1][0]), 0))
     try:
-        regex.compile("|".join(source for source, _ in triggers) or "(?!)", regex.DOTALL)
+        regex.compile("|".join(source for source, _, _ in triggers) or "(?!)", regex.DOTALL)
     except (regex.error, RecursionError, OverflowError):
         return None
     return tuple(sorted(set(triggers), key=lambda trigger: (-len(trigger[0]), trigger))), begin, blank
 
 
-def _behind_trigger(alternative: str, parsed) -> tuple | None:
-    """For a branch led by a lookbehind (`(?<=\\))...`): (the regex of a character it ends with followed by the
-    lookbehind itself, that character's class, whether that class is a few characters none of them whitespace)."""
-    if not alternative.startswith("(?<="):
+def _behind_trigger(alternative: str) -> tuple | None:
+    """For a branch led by a lookbehind (`(?<=\\))...`), or by a group of lookbehinds (`(?:(?<=a)|(?<=b\\s))...`):
+    (triggers, whether every one is selective: no whitespace class). A lookbehind of bounded width that begins
+    with literal text (`(?<=</tool_calls>\\s)`) gives that literal, searched from as far before the held text as the
+    lookbehind reaches; another gives the regex of a character it ends with followed by the lookbehind itself."""
+    if alternative.startswith("(?<="):
+        heads = [alternative[:_group_end(alternative, 0) or 0]]
+    elif alternative.startswith("(?:(?<="):
+        stop = _group_end(alternative, 0)
+        if stop is None:
+            return None
+        heads = _top_alternatives(alternative[3:stop - 1])
+    else:
         return None
-    stop = _group_end(alternative, 0)
-    items = list(parsed)
-    if stop is None or not items or items[0][0] is not _C.ASSERT or items[0][1][0] != -1:
-        return None
-    chars, empty = _last(items[0][1][1])
-    source = chars.source()
-    if empty or not source:
-        return None
-    return f"(?:{source}){alternative[:stop]}", source, chars.small and not chars.negated and not (chars.parts & _BLANKS)
+    triggers, few = [], True
+    for head in heads:
+        if not head.startswith("(?<=") or _group_end(head, 0) != len(head):
+            return None
+        items = list(sre_parse.parse(_NAMED.sub(lambda m: m.group(1) + "(", head), re.DOTALL))
+        if len(items) != 1 or items[0][0] is not _C.ASSERT or items[0][1][0] != -1:
+            return None
+        sub = items[0][1][1]
+        near = _near(sub)
+        if near is not None:
+            most = max(entry[3] for entry in near)
+            for entry in near:
+                triggers.append((regex.escape(entry[1]), regex.escape(entry[1][0]), most))
+                few = few and not entry[1][0].isspace()
+            continue
+        chars, empty = _last(sub)
+        source = chars.source()
+        if empty or not source:
+            return None
+        triggers.append((f"(?:{source}){head}", source, 1))
+        few = few and chars.small and not chars.negated and not (chars.parts & _BLANKS)
+    return triggers, few
 
 
 @dataclass(frozen=True)
@@ -1306,7 +1329,7 @@ class FastPath:
     single: object = None  # the one entry of `leads`, when there is one
     lead_string: str = ""  # the ASCII characters of that one lead class
     gated: bool = False
-    back: int = 0  # gated: how far before the first held character a trigger may begin (1 with lookbehind triggers)
+    back: int = 0  # gated: how far before the first held character a trigger may begin (for lookbehind triggers)
 
 
 _ASCII = tuple(map(chr, range(128)))
@@ -1343,11 +1366,11 @@ def build_fast_path(literals: list[str], scans: list) -> FastPath | None:
 
 
 def _gated_fast_path(literals: list[str], scans: list) -> FastPath:
-    triggers = {(regex.escape(literal), regex.escape(literal[0])) for literal in literals}
+    triggers = {(regex.escape(literal), regex.escape(literal[0]), 0) for literal in literals}
     triggers.update(trigger for scan in scans for trigger in scan.gate[0])
     ordered = sorted(triggers, key=lambda trigger: (-len(trigger[0]), trigger))
-    trigger = regex.compile("|".join(source for source, _ in ordered), regex.DOTALL) if ordered else None
-    firsts = regex.compile("|".join(first for _, first in ordered), regex.DOTALL) if ordered else None
+    trigger = regex.compile("|".join(source for source, _, _ in ordered), regex.DOTALL) if ordered else None
+    firsts = regex.compile("|".join(first for _, first, _ in ordered), regex.DOTALL) if ordered else None
     blank = any(scan.gate[2] for scan in scans)
     # the whitespace a start may be followed by, before its literal: held while it ends the text
     any_lead = regex.compile(r"\s") if blank else None
@@ -1364,7 +1387,7 @@ def _gated_fast_path(literals: list[str], scans: list) -> FastPath:
         chars=frozenset(char for char in _ASCII if firsts is not None and firsts.match(char) is not None),
         lead_chars=frozenset(char for char in _ASCII if blank and any_lead.match(char) is not None),
         gated=True,
-        back=1 if any(source.startswith("(?:") for source, _ in ordered) else 0,
+        back=max((back for _, _, back in ordered), default=0),
     )
 
 
