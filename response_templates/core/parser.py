@@ -95,6 +95,7 @@ class ResponseParser:
         self._base = 0  # stream position of self._buffer[0] (consumed text is dropped from the front)
         self._memo: dict = {}  # per delimiter: how far its scan got (stream positions), see find_delimiter
         self._clean = False  # the held text holds no trigger of the current watch (see feed's fast path)
+        self._checked = -1  # stream position up to which the gated fast path found no trigger (see feed)
         self._output: dict = compiled.fresh_defaults()
         self._finalized = False
         self._plain = self._decoder is None  # feed takes text and the parser is not finalized (feed's fast path)
@@ -138,39 +139,74 @@ class ResponseParser:
                     # The common case: no delimiter can start in this chunk, so all of it goes to the current region.
                     self._pos = len(buffer)
                     return self._take(chunk)
+        elif watch.fast is not None and watch.fast.gated:
+            fast = watch.fast
+            if old_end - pos <= _SET_CHECK and (pos or self._base or not fast.begin):
+                # Every delimiter of the watch starts in a run of whitespace before one of the triggers (the literal it
+                # must contain), or where a lookbehind trigger says (see scan.gate_of): when the held text and the
+                # chunk hold none (from `back` characters before the held text), only the run of whitespace that
+                # ends the text, or a trigger's beginning cut by the end, may still start one.
+                work[0] += len(chunk)
+                back = fast.back
+                if pos < old_end or (back and self._checked != self._base + old_end):
+                    start = pos - back if pos >= back else 0
+                    region = buffer[start:]
+                else:
+                    # nothing held, and the text before the chunk was checked up to its end (from `back` before the
+                    # position then) with no trigger, whole or cut: none can begin before the chunk
+                    start, region = pos, chunk
+                cut = None
+                if not (len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region)):
+                    found = fast.trigger.search(buffer, start, partial=True)
+                    if found is not None and found.end() > found.start():
+                        if not found.partial or found.start() < pos:
+                            return self._scan()
+                        cut = found.start()  # a trigger's beginning: a delimiter may start there or just before
+                end = len(buffer)
+                self._checked = self._base + end if cut is None else -1
+                last = chunk[-1]
+                if cut is not None:
+                    hold = cut
+                    if fast.single is not None:
+                        found = fast.single.search(buffer, pos, cut)
+                        hold = found.end() if found is not None else pos
+                elif fast.single is not None and (
+                    last in fast.lead_chars if last < "\x80" else fast.any_lead.match(last) is not None
+                ):
+                    if chunk.isascii():
+                        kept = len(chunk.rstrip(fast.lead_string))
+                        hold = old_end + kept if kept else self._lead_hold(fast, buffer, pos, old_end)
+                    else:
+                        found = fast.single.search(buffer, old_end, end)
+                        hold = found.end() if found is not None else self._lead_hold(fast, buffer, pos, old_end)
+                else:
+                    hold = end
+                if hold <= pos:
+                    return []
+                self._pos = hold
+                text = chunk if pos == old_end and hold == end else buffer[pos:hold]
+                name = self._current
+                if name is not None and self._opened and self._decoder is None and self._record and (
+                    hold <= _TRIM_AT or not self._trims
+                ):
+                    # `_take`, inlined for the common case
+                    self._body.append(text)
+                    return [{"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]}]
+                return self._take(text)
         else:
             fast = watch.fast
             if fast is not None and (
-                (fast.gated and old_end - pos <= _SET_CHECK)
-                or self._clean
+                self._clean
                 or (pos == old_end and (fast.after is None or old_end == 0 or not fast.after.match(buffer, old_end - 1)))
             ):
                 # A watch with regex delimiters: when the chunk holds none of their trigger characters (and the held
                 # text, if any, was held only as a run of a lead class such as whitespace), the only place a
-                # delimiter may still start is a run of a lead class at the end. A gated watch checks the held
-                # text too (from one character before it for lookbehind triggers), so any short held text will do.
+                # delimiter may still start is a run of a lead class at the end.
                 if not (fast.begin and self._base + pos == 0):
                     work[0] += len(chunk)
                     trigger = fast.trigger
-                    cut = None
                     if trigger is None:
                         hit = False
-                    elif fast.gated:
-                        start = pos - fast.back if pos >= fast.back else 0
-                        region = chunk if start == old_end else buffer[start:]
-                        if len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region):
-                            hit = False
-                        else:
-                            found = trigger.search(buffer, start, partial=True)
-                            if found is None or found.end() == found.start():
-                                hit = False
-                            elif found.partial and found.start() >= pos:
-                                # only the beginning of a trigger's literal, cut by the end: a delimiter may start
-                                # there (or in the whitespace before it), so hold from there
-                                hit = False
-                                cut = found.start()
-                            else:
-                                hit = True
                     else:
                         region = chunk if not fast.reach else buffer[max(0, old_end - fast.reach):]
                         hit = (
@@ -181,12 +217,7 @@ class ResponseParser:
                         end = len(buffer)
                         hold = end
                         last = chunk[-1]
-                        if cut is not None:
-                            hold = cut
-                            if fast.single is not None:
-                                found = fast.single.search(buffer, pos, cut)
-                                hold = found.end() if found is not None else pos
-                        elif fast.any_lead is not None and (
+                        if fast.any_lead is not None and (
                             last in fast.lead_chars if last < "\x80" else fast.any_lead.match(last) is not None
                         ):
                             single = fast.single
@@ -211,11 +242,17 @@ class ResponseParser:
                             self._body.append(text)
                             return [{"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]}]
                         return self._take(text)
+        return self._scan()
+
+    def _scan(self) -> list[dict]:
+        """The full scan of what is held and fed (when no fast path applies); returns the events it settles."""
+        self._checked = -1
         events: list[dict] = []
-        with regex_budget(len(buffer) - self._pos):
+        with regex_budget(len(self._buffer) - self._pos):
             self._run(events if self._record else None, eos=False)
         self._trim()
-        self._clean = self._held_clean() if self._watch.fast is None or not self._watch.fast.gated else False
+        fast = self._watch.fast
+        self._clean = fast is not None and not fast.gated and self._held_clean()
         return events
 
     def _lead_hold(self, fast: Any, buffer: str, pos: int, old_end: int) -> int:
@@ -316,6 +353,7 @@ class ResponseParser:
             raise RuntimeError("this ResponseParser is already finalized")
         if self._decoder is not None:
             self._buffer += self._decoder.flush()
+        self._checked = -1
         events: list[dict] = []
         with regex_budget(len(self._buffer) - self._pos):
             self._run(events if self._record else None, eos=True, truncated=bool(truncated))
