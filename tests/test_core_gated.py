@@ -216,3 +216,25 @@ def test_gate_of_reads_the_literal_a_delimiter_must_contain(pattern, triggers, b
 def test_gate_of_declines_patterns_it_cannot_bound(pattern):
     """A start followed by a class, an empty match, `$`, flags: no gate (full scans)."""
     assert gate_of(pattern) is None
+
+
+@pytest.mark.parametrize(
+    "open_pattern, close_pattern, text",
+    [
+        # a repeated literal before the marker: the first copy is where the match starts
+        (r"(?:ab)+<x>", r"</x>", "say a abab<x>1</x> then ab <x>2</x> end"),
+        # an optional literal before the marker (a run of literals each followed by the marker)
+        (r"\s*(?:x|yz)?<w>", r"</w>\s*", "a x<w>1</w> b yz <w>2</w>\n\n yz<w>3</w>"),
+        # a lookahead holding the literal, and a close that ends at the end of the text
+        (r"\s*(?=<v>)", r"\s*\Z", "prose >> \n <v>rest of it"),
+        # a lookbehind of bounded width that begins with a literal
+        (r"(?<=<go>\s)(?=\S)", r"(?=</go>)", "x <go> y</go> <go>\tzz"),
+    ],
+)
+def test_user_templates_with_other_gate_shapes_stream_as_one_feed(open_pattern, close_pattern, text):
+    """Templates written other ways than the library's: the gate reads them (or declines) and streaming stays the
+    one-shot parse for every two-chunk split and chunk size."""
+    template = rt.load_template(
+        {"start_anchor": "S", "fields": {"f": {"open_pattern": open_pattern, "close_pattern": close_pattern, "repeats": True}, "content": {}}}
+    )
+    check_every_split(template, "", text)

@@ -389,7 +389,8 @@ def _gate(items, blank: bool = False, depth: int = 0) -> list:
             if chars is not None and _blank(chars):
                 blank = True
                 continue
-            out = _gate(list(sub) + rest, blank, depth + 1)
+            # a first copy of what repeats, then (when it may repeat) the repeat again: a literal run stops there
+            out = _gate(list(sub) + (rest if high == 1 else [(op, av)] + rest), blank, depth + 1)
             if low == 0:
                 out = out + _gate(rest, blank, depth + 1)
             return _capped(out)
@@ -1340,8 +1341,9 @@ def build_fast_path(literals: list[str], scans: list) -> FastPath | None:
     them has a gate, else from the scans' triggers and lead classes. `literals` are the watch's literal delimiters."""
     if any(scan is None for scan in scans):
         return None
-    if all(scan.gate is not None for scan in scans):
-        return _gated_fast_path(literals, scans)
+    gated = _gated_fast_path(literals, scans) if all(scan.gate is not None for scan in scans) else None
+    if gated is not None:
+        return gated
     triggers = [regex.escape(char) for char in sorted({literal[0] for literal in literals})]
     triggers += [scan.triggers for scan in scans if scan.triggers]
     lead_sources = sorted({source for scan in scans for source in scan.lead_sources})
@@ -1365,7 +1367,14 @@ def build_fast_path(literals: list[str], scans: list) -> FastPath | None:
     )
 
 
-def _gated_fast_path(literals: list[str], scans: list) -> FastPath:
+def _gated_fast_path(literals: list[str], scans: list) -> FastPath | None:
+    try:
+        return _gated(literals, scans)
+    except (regex.error, RecursionError, OverflowError):
+        return None  # the triggers of several patterns do not compile together (duplicate names...): full scans
+
+
+def _gated(literals: list[str], scans: list) -> FastPath:
     triggers = {(regex.escape(literal), regex.escape(literal[0]), 0) for literal in literals}
     triggers.update(trigger for scan in scans for trigger in scan.gate[0])
     ordered = sorted(triggers, key=lambda trigger: (-len(trigger[0]), trigger))
