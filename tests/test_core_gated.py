@@ -238,3 +238,14 @@ def test_user_templates_with_other_gate_shapes_stream_as_one_feed(open_pattern, 
         {"start_anchor": "S", "fields": {"f": {"open_pattern": open_pattern, "close_pattern": close_pattern, "repeats": True}, "content": {}}}
     )
     check_every_split(template, "", text)
+
+
+def test_a_watch_whose_delimiters_have_no_trigger_takes_long_and_unicode_chunks():
+    """A state whose only delimiter matches at the start or at the end of the text (no literal to look for): long
+    chunks and non-ASCII chunks go to the region as they come."""
+    template = rt.load_template(
+        {"start_anchor": "S", "fields": {"r": {"open_pattern": r"\A\s*<r>", "close_pattern": r"\s*\Z"}, "content": {}}}
+    )
+    text = "<r>" + "é天 " * 40 + "x" * 100 + "  \n"
+    message = check_every_split(template, "", text)
+    assert message["r"] == ("é天 " * 40 + "x" * 100).strip()

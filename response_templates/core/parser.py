@@ -156,7 +156,9 @@ class ResponseParser:
                     # position then) with no trigger, whole or cut: none can begin before the chunk
                     start, region = pos, chunk
                 cut = None
-                if not (len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region)):
+                if fast.trigger is not None and not (
+                    len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region)
+                ):
                     found = fast.trigger.search(buffer, start, partial=True)
                     if found is not None and found.end() > found.start():
                         if not found.partial or found.start() < pos:
@@ -353,7 +355,6 @@ class ResponseParser:
             raise RuntimeError("this ResponseParser is already finalized")
         if self._decoder is not None:
             self._buffer += self._decoder.flush()
-        self._checked = -1
         events: list[dict] = []
         with regex_budget(len(self._buffer) - self._pos):
             self._run(events if self._record else None, eos=True, truncated=bool(truncated))
