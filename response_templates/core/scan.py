@@ -364,10 +364,10 @@ def _blank(chars: Charset) -> bool:
 
 def _gate(items, blank: bool = False, depth: int = 0) -> list:
     """A coarse picture of where a match of a sequence can start, for the chunk fast path: a list of entries
-    ("literal", text) -- a start is followed by a run of whitespace, then `text` -- and ("end",) -- a run of whitespace
-    that reaches the end of the text (`\\s*\\Z`); each also says whether whitespace may come first. Zero-width assertions are ignored (they only remove matches); a
-    branch anchored at the beginning of the text gives ("begin",). `blank` says whitespace was already consumed on
-    this path. Raises `_Unknown` when a start can be followed by something else (a class, the end of the pattern)."""
+    ("literal", text, blank) -- a start is followed by a run of whitespace, then `text` -- and ("end", blank) -- a run
+    of whitespace that reaches the end of the text (`\\s*\\Z`); `blank` says whether whitespace may come first.
+    Zero-width assertions are ignored (they only remove matches); a branch anchored at the beginning of the text gives
+    ("begin",). Raises `_Unknown` when a start can be followed by something else (a class, the end of the pattern)."""
     if depth > 12:
         raise _Unknown
     items = list(items)
