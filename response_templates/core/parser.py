@@ -95,6 +95,7 @@ class ResponseParser:
         self._base = 0  # stream position of self._buffer[0] (consumed text is dropped from the front)
         self._memo: dict = {}  # per delimiter: how far its scan got (stream positions), see find_delimiter
         self._clean = False  # the held text holds no trigger of the current watch (see feed's fast path)
+        self._checked = -1  # stream position up to which the gated fast path found no trigger (see feed)
         self._output: dict = compiled.fresh_defaults()
         self._finalized = False
         self._plain = self._decoder is None  # feed takes text and the parser is not finalized (feed's fast path)
@@ -138,6 +139,62 @@ class ResponseParser:
                     # The common case: no delimiter can start in this chunk, so all of it goes to the current region.
                     self._pos = len(buffer)
                     return self._take(chunk)
+        elif watch.fast is not None and watch.fast.gated:
+            fast = watch.fast
+            if old_end - pos <= _SET_CHECK and (pos or self._base or not fast.begin):
+                # Every delimiter of the watch starts in a run of whitespace before one of the triggers (the literal it
+                # must contain), or where a lookbehind trigger says (see scan.gate_of): when the held text and the
+                # chunk hold none (from `back` characters before the held text), only the run of whitespace that
+                # ends the text, or a trigger's beginning cut by the end, may still start one.
+                work[0] += len(chunk)
+                back = fast.back
+                if pos < old_end or (back and self._checked != self._base + old_end):
+                    start = pos - back if pos >= back else 0
+                    region = buffer[start:]
+                else:
+                    # nothing held, and the text before the chunk was checked up to its end (from `back` before the
+                    # position then) with no trigger, whole or cut: none can begin before the chunk
+                    start, region = pos, chunk
+                cut = None
+                if fast.trigger is not None and not (
+                    len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region)
+                ):
+                    found = fast.trigger.search(buffer, start, partial=True)
+                    if found is not None and found.end() > found.start():
+                        if not found.partial or found.start() < pos:
+                            return self._scan()
+                        cut = found.start()  # a trigger's beginning: a delimiter may start there or just before
+                end = len(buffer)
+                self._checked = self._base + end if cut is None else -1
+                last = chunk[-1]
+                if cut is not None:
+                    hold = cut
+                    if fast.single is not None:
+                        found = fast.single.search(buffer, pos, cut)
+                        hold = found.end() if found is not None else pos
+                elif fast.single is not None and (
+                    last in fast.lead_chars if last < "\x80" else fast.any_lead.match(last) is not None
+                ):
+                    if chunk.isascii():
+                        kept = len(chunk.rstrip(fast.lead_string))
+                        hold = old_end + kept if kept else self._lead_hold(fast, buffer, pos, old_end)
+                    else:
+                        found = fast.single.search(buffer, old_end, end)
+                        hold = found.end() if found is not None else self._lead_hold(fast, buffer, pos, old_end)
+                else:
+                    hold = end
+                if hold <= pos:
+                    return []
+                self._pos = hold
+                text = chunk if pos == old_end and hold == end else buffer[pos:hold]
+                name = self._current
+                if name is not None and self._opened and self._decoder is None and self._record and (
+                    hold <= _TRIM_AT or not self._trims
+                ):
+                    # `_take`, inlined for the common case
+                    self._body.append(text)
+                    return [{"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]}]
+                return self._take(text)
         else:
             fast = watch.fast
             if fast is not None and (
@@ -150,14 +207,14 @@ class ResponseParser:
                 if not (fast.begin and self._base + pos == 0):
                     work[0] += len(chunk)
                     trigger = fast.trigger
-                    if trigger is not None:
+                    if trigger is None:
+                        hit = False
+                    else:
                         region = chunk if not fast.reach else buffer[max(0, old_end - fast.reach):]
                         hit = (
                             not (len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region))
                             and _hit(trigger.search(region, partial=True))
                         )
-                    else:
-                        hit = False
                     if not hit:
                         end = len(buffer)
                         hold = end
@@ -187,11 +244,17 @@ class ResponseParser:
                             self._body.append(text)
                             return [{"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]}]
                         return self._take(text)
+        return self._scan()
+
+    def _scan(self) -> list[dict]:
+        """The full scan of what is held and fed (when no fast path applies); returns the events it settles."""
+        self._checked = -1
         events: list[dict] = []
-        with regex_budget(len(buffer) - self._pos):
+        with regex_budget(len(self._buffer) - self._pos):
             self._run(events if self._record else None, eos=False)
         self._trim()
-        self._clean = self._held_clean()
+        fast = self._watch.fast
+        self._clean = fast is not None and not fast.gated and self._held_clean()
         return events
 
     def _lead_hold(self, fast: Any, buffer: str, pos: int, old_end: int) -> int:
@@ -839,8 +902,11 @@ def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tu
     offset = max(0, start - _CONTEXT)
     window = buffer[offset:]
     span = (start - offset, match.end() - offset)
+    scan = item.delimiter.scan
+    # anchored tries of a pattern without nested or adjacent repeats skip regex's per-call timeout (see _quick)
+    run = _quick(item) if scan is not None and scan.safe else _timer(item)
     for probe in item.delimiter.probes if probes is None else probes:
-        extended = _timed(item, pattern.match, window + probe, span[0])
+        extended = run(pattern.match, window + probe, span[0])
         if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
             return match, start
     return match, end

@@ -352,6 +352,209 @@ def _starts(items) -> tuple[list, bool]:
     return out, True
 
 
+# Whitespace characters a gate may treat as held text (each is in `\s` for both `re` and `regex`).
+_BLANKS = frozenset(_char(ord(char)) for char in " \t\n\r\f\v") | {r"\s"}
+# At most this many (lead, literal) entries per pattern, else no gate.
+_GATE_LIMIT = 32
+
+
+def _blank(chars: Charset) -> bool:
+    return not chars.negated and bool(chars.parts) and chars.parts <= _BLANKS
+
+
+def _gate(items, blank: bool = False, depth: int = 0) -> list:
+    """A coarse picture of where a match of a sequence can start, for the chunk fast path: a list of entries
+    ("literal", text, blank) -- a start is followed by a run of whitespace, then `text` -- and ("end", blank) -- a run
+    of whitespace that reaches the end of the text (`\\s*\\Z`); `blank` says whether whitespace may come first.
+    Zero-width assertions are ignored (they only remove matches); a branch anchored at the beginning of the text gives
+    ("begin",). Raises `_Unknown` when a start can be followed by something else (a class, the end of the pattern)."""
+    if depth > 12:
+        raise _Unknown
+    items = list(items)
+    for index, (op, av) in enumerate(items):
+        rest = items[index + 1:]
+        if op is _C.LITERAL:
+            if _blank(_charset(op, av)):
+                blank = True
+                continue
+            return [("literal", run, blank) for run in _literal_runs(items[index:])]
+        if op in (_C.NOT_LITERAL, _C.ANY, _C.IN):
+            if _blank(_charset(op, av)):
+                blank = True
+                continue
+            raise _Unknown
+        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
+            low, high, sub = av
+            chars = _single(sub)
+            if chars is not None and _blank(chars):
+                blank = True
+                continue
+            # a first copy of what repeats, then (when it may repeat) the repeat again: a literal run stops there
+            out = _gate(list(sub) + (rest if high == 1 else [(op, av)] + rest), blank, depth + 1)
+            if low == 0:
+                out = out + _gate(rest, blank, depth + 1)
+            return _capped(out)
+        if op is _C.SUBPATTERN:
+            if av[1] | av[2]:
+                raise _Unknown  # inline flags (case-insensitive...): not read here
+            return _gate(list(av[3]) + rest, blank, depth + 1)
+        if op is _ATOMIC:
+            return _gate(list(av) + rest, blank, depth + 1)
+        if op is _C.BRANCH:
+            out = []
+            for alternative in av[1]:
+                out += _gate(list(alternative) + rest, blank, depth + 1)
+            return _capped(out)
+        if op is _C.ASSERT:
+            direction, sub = av
+            if direction == 1:  # a lookahead: the text from here must match it too
+                try:
+                    return _gate(sub, blank, depth + 1)
+                except _Unknown:
+                    pass
+            continue
+        if op is _C.ASSERT_NOT:
+            direction, sub = av
+            if direction == -1:
+                chars = _single(sub)
+                if chars is not None and chars.parts >= {r"\s", r"\S"}:
+                    return [("begin",)]  # (?<![\s\S]): only at the start of the text
+            continue
+        if op is _C.AT:
+            if av in (_C.AT_BEGINNING, _C.AT_BEGINNING_STRING):
+                return [("begin",)]
+            if av is _C.AT_END_STRING:
+                return [("end", blank)]
+            if av is _C.AT_END:
+                raise _Unknown  # `$` also matches before a final newline
+            continue  # \b, \B
+        raise _Unknown
+    raise _Unknown  # the sequence may end here: a match could start anywhere
+
+
+def _capped(entries: list) -> list:
+    entries = list(dict.fromkeys(entries))
+    if len(entries) > _GATE_LIMIT:
+        raise _Unknown
+    return entries
+
+
+def _top_alternatives(pattern: str) -> list[str]:
+    """The pattern's top-level alternatives (source text)."""
+    pieces, depth, index, in_class, last = [], 0, 0, False, 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if in_class:
+            if char == "]":
+                in_class = False
+        elif char == "[":
+            in_class = True
+            if pattern[index + 1:index + 2] == "]":
+                index += 1
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            pieces.append(pattern[last:index])
+            last = index + 1
+        index += 1
+    pieces.append(pattern[last:])
+    return pieces
+
+
+def gate_of(pattern: str) -> tuple | None:
+    """For the chunk fast path: (triggers, begin, blank) such that, away from the start of the text (`begin`: a branch
+    matches only there), a match can only start in a run of whitespace (`blank`: whitespace may come first) followed
+    by a trigger's literal (which may still be cut by the end of the text), in such a run that reaches the end of
+    the text, or right after a trigger that tests a lookbehind (`\\n(?<=\\)\\n)`: the character the lookbehind ends
+    with, where it holds), or within a bounded distance after a trigger (`</x>` for `(?<=</x>\\s)`). Triggers are
+    (regex source, source of a class of its first character, how far before a start it may begin). None when the
+    pattern is not of that form."""
+    if _REGEX_ONLY.search(pattern) or regex.match(r"\(\?[a-zA-Z]+\)", pattern):
+        return None
+    triggers: list[tuple] = []
+    begin = blank = False
+    for alternative in _top_alternatives(pattern):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                parsed = sre_parse.parse(_NAMED.sub(lambda m: m.group(1) + "(", alternative), re.DOTALL)
+            if parsed.state.flags & (re.IGNORECASE | re.MULTILINE):
+                return None
+            behind = _behind_trigger(alternative)
+            try:
+                entries = _gate(parsed)
+            except _Unknown:
+                entries = None
+            if entries is None or (
+                behind is not None and behind[1] and any(e[0] == "literal" and len(e[1]) < 3 for e in entries)
+            ):
+                # where the lookbehind that leads the branch holds (preferred to a short literal, such as `,` in
+                # `(?<=\})\s*,`, which prose holds often)
+                if behind is None:
+                    return None
+                triggers.extend(behind[0])
+                continue
+        except (_Unknown, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
+            return None
+        for entry in entries:
+            if entry[0] == "begin":
+                begin = True
+                continue
+            blank = blank or entry[-1]
+            if entry[0] == "literal":
+                if not entry[1]:
+                    return None
+                triggers.append((regex.escape(entry[1]), regex.escape(entry[1][0]), 0))
+    try:
+        regex.compile("|".join(source for source, _, _ in triggers) or "(?!)", regex.DOTALL)
+    except (regex.error, RecursionError, OverflowError):
+        return None
+    return tuple(sorted(set(triggers), key=lambda trigger: (-len(trigger[0]), trigger))), begin, blank
+
+
+def _behind_trigger(alternative: str) -> tuple | None:
+    """For a branch led by a lookbehind (`(?<=\\))...`), or by a group of lookbehinds (`(?:(?<=a)|(?<=b\\s))...`):
+    (triggers, whether every one is selective: no whitespace class). A lookbehind of bounded width that begins
+    with literal text (`(?<=</tool_calls>\\s)`) gives that literal, searched from as far before the held text as the
+    lookbehind reaches; another gives the regex of a character it ends with followed by the lookbehind itself."""
+    if alternative.startswith("(?<="):
+        heads = [alternative[:_group_end(alternative, 0) or 0]]
+    elif alternative.startswith("(?:(?<="):
+        stop = _group_end(alternative, 0)
+        if stop is None:
+            return None
+        heads = _top_alternatives(alternative[3:stop - 1])
+    else:
+        return None
+    triggers, few = [], True
+    for head in heads:
+        if not head.startswith("(?<=") or _group_end(head, 0) != len(head):
+            return None
+        items = list(sre_parse.parse(_NAMED.sub(lambda m: m.group(1) + "(", head), re.DOTALL))
+        if len(items) != 1 or items[0][0] is not _C.ASSERT or items[0][1][0] != -1:
+            return None
+        sub = items[0][1][1]
+        near = _near(sub)
+        if near is not None:
+            most = max(entry[3] for entry in near)
+            for entry in near:
+                triggers.append((regex.escape(entry[1]), regex.escape(entry[1][0]), most))
+                few = few and not entry[1][0].isspace()
+            continue
+        chars, empty = _last(sub)
+        source = chars.source()
+        if empty or not source:
+            return None
+        triggers.append((f"(?:{source}){head}", source, 1))
+        few = few and chars.small and not chars.negated and not (chars.parts & _BLANKS)
+    return triggers, few
+
+
 @dataclass(frozen=True)
 class PatternScan:
     """Where a regex delimiter may start, compiled for scanning (see the module docstring)."""
@@ -396,6 +599,7 @@ class PatternScan:
     prefilter: object = None
     back_reach: int = 0
     lead_back: object = None
+    gate: object = None  # gate_of(pattern): the coarser picture of starts the chunk fast path may use
 
 
 def analyze(pattern: str) -> PatternScan | None:
@@ -502,6 +706,7 @@ def analyze(pattern: str) -> PatternScan | None:
         ),
         back_reach=max([most + len(literal) for literal, least, most, _ in near] + [1 if after.source() else 0]),
         lead_back=regex.compile(f"(?r)(?!{'|'.join(by_lead)}).", regex.DOTALL) if by_lead else None,
+        gate=gate_of(original),
     )
 
 
@@ -780,6 +985,11 @@ def _decide(pattern, text: str, at: int, eos: bool, timed, whole: bool, end: int
         return "match", match
     if timed(pattern.fullmatch, text, at, end, partial=True) is None:
         return "match", match  # no way through the pattern reaches the end
+    if free is not None and timed(free.fullmatch, text, at, end, partial=True) is None:
+        # `regex` reports a lookbehind that holds a repeat as a partial match to the end of the text (see above);
+        # without lookbehinds (which only take ways away) none reaches the end: final, no probing (each probe
+        # copies the text from the match on)
+        return "match", match
     return ("probe", match) if whole else ("more", None)
 
 
@@ -1101,7 +1311,11 @@ __all__ = ["PatternScan", "analyze", "scan_pattern", "work", "regex_time_left", 
 @dataclass(frozen=True)
 class FastPath:
     """What a chunk must avoid for a watch (a parser state) to skip the scan: none of its trigger characters, and
-    not ending in a run of a lead class (held back: a delimiter may still start there)."""
+    not ending in a run of a lead class (held back: a delimiter may still start there).
+
+    A `gated` fast path (every delimiter of the watch has a `gate_of`) is exact from any position: when the text from
+    the first held character (`back` characters before it, for lookbehind triggers) holds no trigger, no delimiter
+    starts there except in the run of whitespace that ends the text. So it also takes chunks that follow held text."""
 
     trigger: object  # regex of every character that can make a candidate, or None
     any_lead: object  # regex matching one character of any lead class, or None
@@ -1115,16 +1329,22 @@ class FastPath:
     lead_chars: frozenset = frozenset()
     single: object = None  # the one entry of `leads`, when there is one
     lead_string: str = ""  # the ASCII characters of that one lead class
+    gated: bool = False
+    back: int = 0  # gated: how far before the first held character a trigger may begin (for lookbehind triggers)
 
 
 _ASCII = tuple(map(chr, range(128)))
 
 
-def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
-    """The fast path of a watch whose regex delimiters all have a `PatternScan` (else None)."""
+def build_fast_path(literals: list[str], scans: list) -> FastPath | None:
+    """The fast path of a watch whose regex delimiters all have a `PatternScan` (else None): gated when every one of
+    them has a gate, else from the scans' triggers and lead classes. `literals` are the watch's literal delimiters."""
     if any(scan is None for scan in scans):
         return None
-    triggers = [regex.escape(char) for char in sorted(set(literal_firsts))]
+    gated = _gated_fast_path(literals, scans) if all(scan.gate is not None for scan in scans) else None
+    if gated is not None:
+        return gated
+    triggers = [regex.escape(char) for char in sorted({literal[0] for literal in literals})]
     triggers += [scan.triggers for scan in scans if scan.triggers]
     lead_sources = sorted({source for scan in scans for source in scan.lead_sources})
     after = [scan.after.pattern for scan in scans if scan.after is not None]
@@ -1144,6 +1364,39 @@ def build_fast_path(literal_firsts: list[str], scans: list) -> FastPath | None:
         reach=max((most + size for scan in scans for _, size, _, most, _ in scan.near), default=0),
         chars=frozenset(char for char in _ASCII if trigger is not None and _begins(trigger.match(char, partial=True))),
         lead_chars=frozenset(char for char in _ASCII if any_lead is not None and any_lead.match(char) is not None),
+    )
+
+
+def _gated_fast_path(literals: list[str], scans: list) -> FastPath | None:
+    try:
+        return _gated(literals, scans)
+    except (regex.error, RecursionError, OverflowError):
+        return None  # the triggers of several patterns do not compile together (duplicate names...): full scans
+
+
+def _gated(literals: list[str], scans: list) -> FastPath:
+    triggers = {(regex.escape(literal), regex.escape(literal[0]), 0) for literal in literals}
+    triggers.update(trigger for scan in scans for trigger in scan.gate[0])
+    ordered = sorted(triggers, key=lambda trigger: (-len(trigger[0]), trigger))
+    trigger = regex.compile("|".join(source for source, _, _ in ordered), regex.DOTALL) if ordered else None
+    firsts = regex.compile("|".join(first for _, first, _ in ordered), regex.DOTALL) if ordered else None
+    blank = any(scan.gate[2] for scan in scans)
+    # the whitespace a start may be followed by, before its literal: held while it ends the text
+    any_lead = regex.compile(r"\s") if blank else None
+    leads = (regex.compile(r"(?r)(?!\s).", regex.DOTALL),) if blank else ()
+    return FastPath(
+        trigger=trigger,
+        any_lead=any_lead,
+        leads=leads,
+        single=leads[0] if leads else None,
+        lead_string="".join(char for char in _ASCII if blank and any_lead.match(char) is not None),
+        after=None,
+        begin=any(scan.gate[1] for scan in scans),
+        reach=0,
+        chars=frozenset(char for char in _ASCII if firsts is not None and firsts.match(char) is not None),
+        lead_chars=frozenset(char for char in _ASCII if blank and any_lead.match(char) is not None),
+        gated=True,
+        back=max((back for _, _, back in ordered), default=0),
     )
 
 

@@ -114,7 +114,7 @@ class Watch:
         if any(item.delimiter.literals is None for item in items):
             watch.singles = {i: cls.build([item]) for i, item in enumerate(items) if item.delimiter.literals is not None}
             watch.fast = build_fast_path(
-                [literal[0] for item in items if item.delimiter.literals is not None for literal in item.delimiter.literals],
+                [literal for item in items if item.delimiter.literals is not None for literal in item.delimiter.literals],
                 [item.delimiter.scan for item in items if item.delimiter.literals is None],
             )
             return watch
