@@ -367,6 +367,51 @@ def test_regex_close_with_a_multi_character_optional_tail_is_split_independent(c
     assert run_stream(template, "", [output[:cut], output[cut:]])[0] == {"x": "a", "content": "rest"}
 
 
+
+# An opener whose first alternative is a long literal and whose last is an empty lookbehind match (Cohere's content
+# reopened after a citation): with the literal cut by a chunk boundary, `regex` offers the empty match; the literal,
+# once complete, is the match one-shot parsing takes.
+LONG_LITERAL_OR_EMPTY = {
+    "start_anchor": "S",
+    "fields": {
+        "content": {
+            "repeats": True,
+            "join": "",
+            "open_pattern": r"<\|START_RESPONSE\|>\s*|(?<=</cite>)",
+            "close_pattern": r"\s*<\|END_RESPONSE\|>|<cite>|</cite>",
+        },
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "<|START_RESPONSE|><cite>Blue</cite><|START_RESPONSE|>Paris<|END_RESPONSE|>",
+        "<|START_RESPONSE|>A</cite><|START_RESPONSE|>  B<|END_RESPONSE|>",
+    ],
+)
+def test_a_long_literal_cut_by_a_chunk_beats_an_empty_alternative_as_in_one_shot(output):
+    one_shot = parse_response(output, LONG_LITERAL_OR_EMPTY, prefix="")
+    assert "<|START" not in one_shot["content"]
+    for cut in range(len(output) + 1):
+        assert run_stream(LONG_LITERAL_OR_EMPTY, "", [output[:cut], output[cut:]])[0] == one_shot, cut
+    assert run_stream(LONG_LITERAL_OR_EMPTY, "", list(output))[0] == one_shot
+
+
+def test_cohere_content_after_a_citation_streams_as_one_shot():
+    from response_templates.library import get_template
+
+    template = get_template("cohere-command")
+    output = (
+        "<|START_THINKING|>Both facts are in the documents.<|END_THINKING|><|START_RESPONSE|><co>Blue</co: 0:[0]>"
+        "<|START_RESPONSE|>Paris is the capital.<|END_RESPONSE|><|END_OF_TURN_TOKEN|>"
+    )
+    one_shot = parse_response(output, template, prefix="")
+    assert one_shot["content"] == "BlueParis is the capital."
+    for cut in range(len(output) + 1):
+        assert run_stream(template, "", [output[:cut], output[cut:]])[0] == one_shot, cut
+
 # ---------------------------------------------------------------------------------------------------------------
 # prefix
 

@@ -23,7 +23,7 @@ from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, excerpt, grow_regex_budget, regex_budget, regex_time_left, timeout_message
 from .oneshot import FAR, build_short_plan, find_short, note_far
 from .scan import first_candidate, scan_pattern, track_guards, work
-from .template import CompiledTemplate, Watch, WatchItem, load_template
+from .template import CompiledTemplate, Watch, WatchItem, literal_runs, load_template
 from .token_ids import TokenIdDecoder, strip_markers
 from .tools import tool_parameters, type_tool_calls
 
@@ -909,7 +909,26 @@ def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tu
         extended = run(pattern.match, window + probe, span[0])
         if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
             return match, start
+    if probes is None:
+        # The fixed probes are the shortest continuations only: a long literal cut by the end of the buffer
+        # (`<|START_R`) is completed with its own rest, which may give a preferred, longer match at the same start.
+        for probe in _completions(pattern.pattern, window, span[1]):
+            extended = run(pattern.match, window + probe, span[0])
+            if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
+                return match, start
     return match, end
+
+
+def _completions(pattern: str, window: str, after: int) -> list[str]:
+    """The rests of the pattern's literal runs whose beginnings end the window after position `after` (each also
+    followed by a NUL, for lookaheads and `$` after it)."""
+    rests = []
+    for literal in literal_runs(pattern):
+        for size in range(min(len(literal) - 1, len(window) - after), 0, -1):
+            if window.endswith(literal[:size]):
+                rests.append(literal[size:])
+                rests.append(literal[size:] + "\x00")
+    return rests
 
 
 # -- one-shot ----------------------------------------------------------------------------------------------------

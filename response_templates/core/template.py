@@ -8,6 +8,7 @@ are cached by content, so parsing a thousand messages with the same template dic
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 import warnings
@@ -326,6 +327,12 @@ def _delimiter(spec: dict, field_name: str | None, literal_key: str, pattern_key
 _META = regex.compile(r"\\[AbBdDsSwWZ]|\\(.)|[\[\](){}?*+.^$|]")
 
 
+@functools.lru_cache(maxsize=1024)
+def literal_runs(pattern: str) -> tuple[str, ...]:
+    """The runs of literal text a regex spells (`<|START_RESPONSE|>` in `<\\|START_RESPONSE\\|>\\s*|...`)."""
+    return tuple(run for run in _META.sub(lambda m: m.group(1) or "\0", pattern).split("\0") if run)
+
+
 def _probes(pattern: str) -> tuple[str, ...]:
     """Texts that could follow a buffer and change a regex match: the tails of the literal runs the pattern spells
     (what an unfinished alternative or repeat waits for), each single character of the pattern, and a few generic
@@ -333,7 +340,7 @@ def _probes(pattern: str) -> tuple[str, ...]:
 
     The 300 shortest (then in code point order) are kept, built one length at a time: listing every tail of a long
     literal run first would take memory growing with the square of its length."""
-    runs = [run for run in _META.sub(lambda m: m.group(1) or "\0", pattern).split("\0") if run]
+    runs = literal_runs(pattern)
     singles = {"\x00", "\n", " ", "a", "A", "0", "9", "_", "-", "."} | set("".join(runs))
     longest = max(map(len, runs), default=0)
     tails: dict[int, set] = {}
