@@ -38,6 +38,11 @@ def _cases(*, for_oracle: bool = False):
             yield pytest.param(data["template"], case, id=f"{path.stem}/{case['name']}", marks=marks)
 
 
+def test_every_library_template_has_real_outputs():
+    names = {json.loads(path.read_text(encoding="utf-8"))["template"] for path in FILES}
+    assert names == set(library.list_templates())
+
+
 def test_real_output_files_are_well_formed():
     for path in FILES:
         data = json.loads(path.read_text(encoding="utf-8"))
