@@ -1,11 +1,11 @@
 """Outputs shaped like what real models write, for every library template: the library gives the expected message.
 
 The cases in tests/data/real_outputs/<template>.json are written for this project (values are our own) in the shapes
-that the public test suites of serving engines' parsers (vLLM's tool and reasoning parsers, SGLang's function-call
-parsers, llama.cpp's chat tests) record from real models: whitespace and newlines around markers, a missing or
-doubled marker, text before, between and after calls, parallel calls, empty arguments, nested JSON, strings holding
-quotes, newlines, unicode escapes or marker text, calls without reasoning, reasoning cut off, a prompt that already
-opened the reasoning block. Each case names the shape it stands for in `shape`.
+that the public test suites of serving engines' parsers (chiefly vLLM's tests/tool_parsers/ and tests/reasoning/) record
+from real models: whitespace and newlines around markers, a missing or doubled marker, text before, between and after
+calls, parallel calls, empty arguments, nested JSON, strings holding quotes, newlines, unicode escapes or marker text,
+calls without reasoning, reasoning cut off or ended by the end-of-turn token, a prompt that already opened the
+reasoning block. Each case names the shape it stands for in `shape`.
 
 Every case is parsed one-shot and streamed one character at a time, and must give `expected`; cases that
 transformers' parser also handles (all but `truncated` ones) must give the same message there. A case the format
