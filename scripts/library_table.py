@@ -45,6 +45,11 @@ calls arrive parsed on their `region_close`. How each was verified:
 - **corpus**: hand-written raw outputs in `tests/data/corpora/<name>.json` (whitespace variants, marker text
   in arguments, multi-turn prefixes, truncated output, ...), each parsed one-shot and character by
   character, and compared with transformers 5.25's own parser.
+- **real outputs**: `tests/data/real_outputs/<name>.json`, outputs written in the shapes the serving engines'
+  parser test suites record from real models (a doubled or missing marker, an end token inside the reasoning,
+  a call written before `</think>`, engine-specific variants such as Gemma 4 bare `call:` or Mistral calls
+  without `[ARGS]`), each with the shape it stands for; parsed the same three ways. A shape the format cannot
+  express is kept as an expected failure with its reason.
 
 """
 
