@@ -22,6 +22,7 @@ fall back to the plain search, still bounded by the regex time budget.
 
 from __future__ import annotations
 
+import array
 import bisect
 import re
 import warnings
@@ -620,6 +621,7 @@ def analyze(pattern: str) -> PatternScan | None:
         return None
     if empty:
         return None
+    risky = _risky(parsed)
     by_lead: dict[str, list] = {}
     plain: list = []
     after = _EMPTY
@@ -694,8 +696,8 @@ def analyze(pattern: str) -> PatternScan | None:
         ),
         after_run_sources=tuple(sorted(runs)),
         free=_without_lookbehinds(original),
-        twin=None if _risky(parsed) else _twin(original),
-        safe=not _risky(parsed),
+        twin=None if risky else _twin(original),
+        safe=not risky,
         completion=_completion(parsed, original),
         **_guards(original),
         # only for the kinds of starts first_candidate knows (a start before its trigger is a lead run's start)
@@ -847,36 +849,139 @@ def _completion(parsed, pattern: str):
     return None if empty or not source else regex.compile(source)
 
 
-def _risky(items, inside_loop: bool = False) -> bool:
-    """Whether a repeat holds an alternation or another repeat (`(a|aa)*`, `(a+)+`), or two unbounded repeats follow
-    each other (`\\s*\\s*`): such patterns can backtrack exponentially (or polynomially), and `regex` then only stays
-    fast thanks to its required-text check, which the twin turns off; their tries also keep the per-call timeout."""
-    loop_before = False
-    for op, av in items:
-        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE) and av[1] is _MAXREPEAT:
-            if loop_before:
-                return True
-            loop_before = True
-        elif op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN, _C.BRANCH, _C.SUBPATTERN):
-            loop_before = False
+def _risky(items) -> bool:
+    """Whether one anchored try of a pattern could take more than linear time: a repeat that holds an alternation or
+    another repeat (`(a|aa)*`, `(a+)+`: exponential), or two unbounded repeats that can share the same characters
+    with nothing mandatory between them to tell them apart (`\\s*\\s*`, `\\s*\\]?\\s*`, `\\s*\\n\\s*`: polynomial).
+    Repeats over disjoint characters (`[a-z]*[ \\t]*`, `[^<]*<\\s*`) are split in one way only. Such patterns can
+    backtrack badly, and `regex` then only stays fast thanks to its required-text check, which the twin turns off;
+    their tries also keep the per-call timeout. Anything the analysis does not know counts as risky."""
+    try:
+        return _nested(items, False) or _ambiguous(items, ())[0]
+    except (_Unknown, RecursionError):
+        return True
+
+
+def _nested(items, inside_loop: bool) -> bool:
     for op, av in items:
         if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
             loops = av[1] is _MAXREPEAT or av[1] > 1
-            if (loops and inside_loop) or _risky(av[2], inside_loop or loops):
+            # inside a loop, any repeat of variable length (`(?:a?)*`, `(?:a?b?)*`) may split the text many ways
+            if (inside_loop and (loops or av[0] != av[1])) or _nested(av[2], inside_loop or loops):
                 return True
         elif op is _C.BRANCH:
-            if inside_loop or any(_risky(alternative, inside_loop) for alternative in av[1]):
+            if inside_loop or any(_nested(alternative, inside_loop) for alternative in av[1]):
                 return True
         elif op is _C.SUBPATTERN:
-            if _risky(av[3], inside_loop):
+            if _nested(av[3], inside_loop):
                 return True
         elif op in (_ATOMIC,):
-            if _risky(av, inside_loop):
+            if _nested(av, inside_loop):
                 return True
         elif op in (_C.ASSERT, _C.ASSERT_NOT):
-            if _risky(av[1], inside_loop):
+            if _nested(av[1], inside_loop):
                 return True
     return False
+
+
+# Any character (a repeat whose body is more than one character).
+_ANY_RUN = Charset(frozenset([r"\s", r"\S"]), small=False)
+
+
+def _ambiguous(items, pending: tuple) -> tuple[bool, tuple]:
+    """Walk a sequence left to right with `pending`: the character sets of the unbounded repeats whose run may still
+    be going on (nothing mandatory and disjoint from them since). A new repeat that shares a character with one of
+    them makes the pattern risky. Returns (risky, the pending sets after the sequence)."""
+    for op, av in items:
+        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
+            least, most, body = av
+            chars = _single(body)
+            many = most is _MAXREPEAT or most > 1
+            if chars is not None:
+                if many:
+                    if any(_overlap(other, chars) for other in pending):
+                        return True, pending
+                    pending = (chars,) if least >= 1 else pending + (chars,)
+                elif least >= 1 and most >= 1 and not any(_overlap(other, chars) for other in pending):
+                    pending = ()
+                # `x?` leaves the pending runs as they are (taken or not, nothing new runs on)
+            elif many:
+                if pending or _ambiguous(body, ())[0]:
+                    return True, pending
+                pending = (_ANY_RUN,)
+            elif most >= 1:
+                risky, taken = _ambiguous(body, pending)
+                if risky:
+                    return True, pending
+                pending = taken if least >= 1 else _union(pending, taken)
+        elif op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN):
+            chars = _charset(op, av)
+            if not any(_overlap(other, chars) for other in pending):
+                pending = ()
+        elif op is _C.SUBPATTERN:
+            if av[1] or av[2]:  # scoped flags change what the sets mean
+                raise _Unknown
+            risky, pending = _ambiguous(av[3], pending)
+            if risky:
+                return True, pending
+        elif op is _ATOMIC:
+            risky, pending = _ambiguous(av, pending)
+            if risky:
+                return True, pending
+        elif op is _C.BRANCH:
+            outs: tuple = ()
+            for alternative in av[1]:
+                risky, out = _ambiguous(alternative, pending)
+                if risky:
+                    return True, pending
+                outs = _union(outs, out)
+            pending = outs
+        elif op in (_C.ASSERT, _C.ASSERT_NOT):
+            if _ambiguous(av[1], ())[0]:
+                return True, pending
+        elif op is not _C.AT:
+            raise _Unknown
+    return False, pending
+
+
+def _union(first: tuple, second: tuple) -> tuple:
+    return first + tuple(chars for chars in second if chars not in first)
+
+
+# Every code point (lone surrogates included), to list the members of a character set; built when first needed.
+_UNIVERSE: list = []
+_MEMBERS: dict = {}
+_MOST_MEMBERS = 4096
+
+
+def _members(chars: Charset) -> str | None:
+    """The characters of a set as a string, or None when it has more than `_MOST_MEMBERS` of them."""
+    source = chars.source()
+    if source is None:
+        return ""
+    if source not in _MEMBERS:
+        if not _UNIVERSE:
+            _UNIVERSE.append(array.array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass"))
+        found = []
+        for index, match in enumerate(regex.finditer(source, _UNIVERSE[0], regex.DOTALL)):
+            if index >= _MOST_MEMBERS:
+                found = None
+                break
+            found.append(match.group())
+        _MEMBERS[source] = None if found is None else "".join(found)
+    return _MEMBERS[source]
+
+
+def _overlap(first: Charset, second: Charset) -> bool:
+    """Whether two character sets share a character (exact when one of them is small, else assumed)."""
+    if first == second:
+        return True
+    for one, other in ((first, second), (second, first)):
+        members = _members(one)
+        if members is not None:
+            source = other.source()
+            return source is not None and regex.search(source, members, regex.DOTALL) is not None
+    return True
 
 
 def _twin(pattern: str):
