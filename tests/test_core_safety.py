@@ -61,7 +61,7 @@ def test_a_pattern_that_can_backtrack_badly_keeps_the_timeout(pattern):
     assert scan is None or not scan.safe
     template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": pattern, "close": "</call>"}}})
     plan = build_short_plan(template.idle_watch)
-    assert plan is None or plan.timed
+    assert plan is None or plan.timed or plan.gate is not None
 
 
 @pytest.mark.parametrize("pattern", SAFE)
@@ -70,6 +70,33 @@ def test_a_pattern_with_one_way_to_split_runs_without_the_timeout(pattern):
     assert scan is not None and scan.safe
     template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": pattern, "close": "</call>"}}})
     assert not build_short_plan(template.idle_watch).timed
+
+
+@pytest.mark.parametrize(
+    ("pattern", "gated"),
+    [
+        (r"\s*\]?\s*x", True),  # one pair of repeats sharing whitespace
+        (r"[^<]+?\s*<x>", True),
+        (r"\s*\s*\s*x", False),  # a chain of three
+        (r"<k>\s*(.*?)\s*</k>", False),  # `.` and `\s` both around `.*?`: a chain of three
+        (r"(a|aa)*b", False),  # exponential: always timed
+        (r"(?:<c>\s*)*\s*x", False),
+    ],
+)
+def test_only_a_pair_of_repeats_sharing_few_characters_is_untimed_on_a_text_without_a_long_run(pattern, gated):
+    scan = analyze(pattern)
+    assert scan is None or not scan.safe
+    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": pattern, "close": "</call>"}}})
+    plan = build_short_plan(template.idle_watch)
+    assert (plan.gate is not None) == gated and plan.timed == (not gated)
+
+
+def test_the_gate_times_a_text_with_a_long_run_of_shared_characters():
+    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"\s*\]?\s*<c>", "close": "."}}})
+    for text, long_run in (("a ] <c>b.", False), ("a" + " " * 15 + "]\n<c>b.", False), ("a" + "\t" * 16 + "<c>b.", True), ("a\u3000" * 20 + "<c>b.", False)):
+        assert rt.parse_response(text, template, prefix="")["call"] == "b"
+        plan = template.idle_watch.short_plan
+        assert plan.seen[0] == text and plan.seen[1] == long_run
 
 
 def test_a_scoped_flag_keeps_the_timeout():

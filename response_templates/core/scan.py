@@ -576,6 +576,8 @@ class PatternScan:
     # requires up to the end of the string before each anchored try (which made every try cost the rest of the text).
     twin: object = None
     safe: bool = False  # no nested or adjacent repeats: one anchored try cannot blow up (tries skip the per-call timeout)
+    # Not safe only because of pairs of repeats that share characters: those characters (see `_risky`), else None.
+    shared_runs: object = None
     # The characters a match can end with, when nothing else decides a match (no lookaround, `$`, `\Z`, `\b`):
     # text without them cannot complete a match that is only partly there. None: unknown.
     completion: object = None
@@ -621,7 +623,7 @@ def analyze(pattern: str) -> PatternScan | None:
         return None
     if empty:
         return None
-    risky = _risky(parsed)
+    risky, shared_runs = _risky(parsed)
     by_lead: dict[str, list] = {}
     plain: list = []
     after = _EMPTY
@@ -698,6 +700,7 @@ def analyze(pattern: str) -> PatternScan | None:
         free=_without_lookbehinds(original),
         twin=None if risky else _twin(original),
         safe=not risky,
+        shared_runs=shared_runs,
         completion=_completion(parsed, original),
         **_guards(original),
         # only for the kinds of starts first_candidate knows (a start before its trigger is a lead run's start)
@@ -849,17 +852,39 @@ def _completion(parsed, pattern: str):
     return None if empty or not source else regex.compile(source)
 
 
-def _risky(items) -> bool:
+def _risky(items) -> tuple[bool, str | None]:
     """Whether one anchored try of a pattern could take more than linear time: a repeat that holds an alternation or
     another repeat (`(a|aa)*`, `(a+)+`: exponential), or two unbounded repeats that can share the same characters
-    with nothing mandatory between them to tell them apart (`\\s*\\s*`, `\\s*\\]?\\s*`, `\\s*\\n\\s*`: polynomial).
-    Repeats over disjoint characters (`[a-z]*[ \\t]*`, `[^<]*<\\s*`) are split in one way only. Such patterns can
+    with nothing mandatory and different between them (`\\s*\\s*`, `\\s*\\]?\\s*`, `\\s*\\n\\s*`: polynomial).
+    Repeats over disjoint characters (`[a-z]*[ \\t]*`, `[^<]*<\\s*`) split a text in one way only. Such patterns can
     backtrack badly, and `regex` then only stays fast thanks to its required-text check, which the twin turns off;
-    their tries also keep the per-call timeout. Anything the analysis does not know counts as risky."""
+    their tries also keep the per-call timeout. Anything the analysis does not know counts as risky.
+
+    The second value, for a risky pattern whose only risk is pairs of such repeats (never three in a chain): the
+    characters both repeats of some pair take (few, listed). A try then costs at most the longest run of those
+    characters in the text times a linear try, so a short text without a long run of them cannot blow up."""
+    pairs: list = []
     try:
-        return _nested(items, False) or _ambiguous(items, ())[0]
+        if _nested(items, False):
+            return True, None
+        if _ambiguous(items, (), None)[0]:
+            hard = _ambiguous(items, (), pairs)[0]
+            return True, None if hard else _shared(pairs)
     except (_Unknown, RecursionError):
-        return True
+        return True, None
+    return False, None
+
+
+def _shared(pairs: list) -> str | None:
+    shared: set = set()
+    for first, second in pairs:
+        members, other = _members(first), second
+        if members is None:
+            members, other = _members(second), first
+        if members is None or other.source() is None:
+            return None
+        shared.update(regex.findall(other.source(), members, flags=regex.DOTALL))
+    return "".join(sorted(shared)) or None
 
 
 def _nested(items, inside_loop: bool) -> bool:
@@ -888,10 +913,11 @@ def _nested(items, inside_loop: bool) -> bool:
 _ANY_RUN = Charset(frozenset([r"\s", r"\S"]), small=False)
 
 
-def _ambiguous(items, pending: tuple) -> tuple[bool, tuple]:
-    """Walk a sequence left to right with `pending`: the character sets of the unbounded repeats whose run may still
-    be going on (nothing mandatory and disjoint from them since). A new repeat that shares a character with one of
-    them makes the pattern risky. Returns (risky, the pending sets after the sequence)."""
+def _ambiguous(items, pending: tuple, pairs: list | None) -> tuple[bool, tuple]:
+    """Walk a sequence left to right with `pending`: (character set, chain length) of the unbounded repeats whose run
+    may still be going on (nothing mandatory and disjoint from them since). A new repeat that shares a character with
+    one of them makes the pattern risky; with `pairs` (a list), such a pair is noted there instead, unless it makes a
+    chain of three. Returns (risky, the pending sets after the sequence)."""
     for op, av in items:
         if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
             least, most, body = av
@@ -899,45 +925,49 @@ def _ambiguous(items, pending: tuple) -> tuple[bool, tuple]:
             many = most is _MAXREPEAT or most > 1
             if chars is not None:
                 if many:
-                    if any(_overlap(other, chars) for other in pending):
+                    shared = [(other, depth) for other, depth in pending if _overlap(other, chars)]
+                    if shared and (pairs is None or max(depth for _, depth in shared) > 1):
                         return True, pending
-                    pending = (chars,) if least >= 1 else pending + (chars,)
-                elif least >= 1 and most >= 1 and not any(_overlap(other, chars) for other in pending):
+                    if pairs is not None:
+                        pairs.extend((other, chars) for other, _ in shared)
+                    entry = (chars, 2 if shared else 1)
+                    pending = (entry,) if least >= 1 and not shared else pending + (entry,)
+                elif least >= 1 and most >= 1 and not any(_overlap(other, chars) for other, _ in pending):
                     pending = ()
                 # `x?` leaves the pending runs as they are (taken or not, nothing new runs on)
             elif many:
-                if pending or _ambiguous(body, ())[0]:
+                if pending or _ambiguous(body, (), None)[0]:
                     return True, pending
-                pending = (_ANY_RUN,)
+                pending = ((_ANY_RUN, 2),)  # no pair with it is noted
             elif most >= 1:
-                risky, taken = _ambiguous(body, pending)
+                risky, taken = _ambiguous(body, pending, pairs)
                 if risky:
                     return True, pending
                 pending = taken if least >= 1 else _union(pending, taken)
         elif op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN):
             chars = _charset(op, av)
-            if not any(_overlap(other, chars) for other in pending):
+            if not any(_overlap(other, chars) for other, _ in pending):
                 pending = ()
         elif op is _C.SUBPATTERN:
             if av[1] or av[2]:  # scoped flags change what the sets mean
                 raise _Unknown
-            risky, pending = _ambiguous(av[3], pending)
+            risky, pending = _ambiguous(av[3], pending, pairs)
             if risky:
                 return True, pending
         elif op is _ATOMIC:
-            risky, pending = _ambiguous(av, pending)
+            risky, pending = _ambiguous(av, pending, pairs)
             if risky:
                 return True, pending
         elif op is _C.BRANCH:
             outs: tuple = ()
             for alternative in av[1]:
-                risky, out = _ambiguous(alternative, pending)
+                risky, out = _ambiguous(alternative, pending, pairs)
                 if risky:
                     return True, pending
                 outs = _union(outs, out)
             pending = outs
         elif op in (_C.ASSERT, _C.ASSERT_NOT):
-            if _ambiguous(av[1], ())[0]:
+            if _ambiguous(av[1], (), pairs)[0]:
                 return True, pending
         elif op is not _C.AT:
             raise _Unknown
