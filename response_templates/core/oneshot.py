@@ -26,7 +26,7 @@ from typing import Any
 import regex
 
 from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
-from .scan import work
+from .scan import LONG_RUN, work
 
 # Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
 _CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
@@ -158,9 +158,6 @@ def _bound(items: list) -> _Bound | None:
         return None
 
 
-# A text with no run of this many characters shared by two repeats of a delimiter (`scan.PatternScan.shared_runs`)
-# keeps its tries within this many times a linear try: they run without the per-call timeout.
-_LONG_RUN = 16
 _SAFE, _TIMED, _GATED = 0, 1, 2
 
 
@@ -197,10 +194,13 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
         return None
     unsafe = [item for item, _, timed, _, _ in tries if timed]
     always = any(timed == _TIMED for _, _, timed, _, _ in tries)
-    shared = sorted(set("".join(item.delimiter.scan.shared_runs for item, _, timed, _, _ in tries if timed == _GATED)))
+    shared = "".join(item.delimiter.scan.shared_runs for item, _, timed, _, _ in tries if timed == _GATED)
     gate = None
     if shared and not always:
-        gate = regex.compile("[" + "".join(f"\\U{ord(char):08x}" for char in shared) + "]{" + str(_LONG_RUN) + "}")
+        try:
+            gate = regex.compile(f"[{shared}]{{{LONG_RUN}}}")
+        except (regex.error, OverflowError, RecursionError, ValueError):
+            always = True
     regexes = [item for item in watch.items if item.delimiter.literals is None]
     culprit = unsafe[0] if unsafe else (regexes[0] if regexes else watch.items[0])
     # Where to begin the search: the first candidate of any delimiter, found with two more searches, which pay off

@@ -576,8 +576,9 @@ class PatternScan:
     # requires up to the end of the string before each anchored try (which made every try cost the rest of the text).
     twin: object = None
     safe: bool = False  # no nested or adjacent repeats: one anchored try cannot blow up (tries skip the per-call timeout)
-    # Not safe only because of pairs of repeats that share characters: those characters (see `_risky`), else None.
+    # Not safe only because of pairs of repeats that share characters: a class inside of those (see `_risky`), else None.
     shared_runs: object = None
+    long_run: object = None  # a search for a run of `LONG_RUN` of those characters (see `quiet`)
     # The characters a match can end with, when nothing else decides a match (no lookaround, `$`, `\Z`, `\b`):
     # text without them cannot complete a match that is only partly there. None: unknown.
     completion: object = None
@@ -698,9 +699,12 @@ def analyze(pattern: str) -> PatternScan | None:
         ),
         after_run_sources=tuple(sorted(runs)),
         free=_without_lookbehinds(original),
-        twin=None if risky else _twin(original),
+        # a pattern risky only through pairs of repeats keeps the twin: its tries stay within a run's length times a
+        # linear try, and keep the per-call timeout
+        twin=None if risky and shared_runs is None else _twin(original),
         safe=not risky,
         shared_runs=shared_runs,
+        long_run=regex.compile(f"[{shared_runs}]{{{LONG_RUN}}}") if shared_runs else None,
         completion=_completion(parsed, original),
         **_guards(original),
         # only for the kinds of starts first_candidate knows (a start before its trigger is a lead run's start)
@@ -860,9 +864,10 @@ def _risky(items) -> tuple[bool, str | None]:
     backtrack badly, and `regex` then only stays fast thanks to its required-text check, which the twin turns off;
     their tries also keep the per-call timeout. Anything the analysis does not know counts as risky.
 
-    The second value, for a risky pattern whose only risk is pairs of such repeats (never three in a chain): the
-    characters both repeats of some pair take (few, listed). A try then costs at most the longest run of those
-    characters in the text times a linear try, so a short text without a long run of them cannot blow up."""
+    The second value, for a risky pattern whose only risk is pairs of such repeats (never three in a chain): a class
+    (its inside) of the characters both repeats of some pair take, and maybe a few more (`_shared`). A try then
+    costs at most the longest run of those characters in the text times a linear try, so a short text without a
+    long run of them cannot blow up."""
     pairs: list = []
     try:
         if _nested(items, False):
@@ -875,16 +880,33 @@ def _risky(items) -> tuple[bool, str | None]:
     return False, None
 
 
+# A complete short text with no run of this many characters shared by two repeats of a pattern (`shared_runs`)
+# keeps each try of the pattern within this many times a linear try: its searches run without the per-call timeout.
+LONG_RUN = 16
+
+
+def quiet(scan: PatternScan, text: str, memo: dict) -> bool:
+    """Whether a complete short text lets a pattern risky only through pairs of repeats run without the per-call
+    timeout: it has no run of `LONG_RUN` characters both repeats of a pair take (`memo` keeps the answer per text)."""
+    if scan.long_run is None:
+        return False
+    key = ("long_run", id(scan))
+    seen = memo.get(key)
+    if seen is None or seen[0] is not text:
+        seen = memo[key] = (text, scan.long_run.search(text) is None)
+    return seen[1]
+
+
 def _shared(pairs: list) -> str | None:
-    shared: set = set()
+    """The inside of a regex class holding every character both repeats of some pair take (the smaller set of each
+    pair, a few listed characters or classes), or None when some pair has no such small set."""
+    parts: set = set()
     for first, second in pairs:
-        members, other = _members(first), second
-        if members is None:
-            members, other = _members(second), first
-        if members is None or other.source() is None:
+        small = [chars for chars in (first, second) if not chars.negated and _members(chars) is not None]
+        if not small:
             return None
-        shared.update(regex.findall(other.source(), members, flags=regex.DOTALL))
-    return "".join(sorted(shared)) or None
+        parts.update(min(small, key=lambda chars: len(_members(chars))).parts)
+    return "".join(sorted(parts)) or None
 
 
 def _nested(items, inside_loop: bool) -> bool:
