@@ -77,13 +77,16 @@ def test_a_pattern_with_one_way_to_split_runs_without_the_timeout(pattern):
     [
         (r"\s*\]?\s*x", True),  # one pair of repeats sharing whitespace
         (r"[^<]+?\s*<x>", True),
-        (r"\s*\s*\s*x", False),  # a chain of three
-        (r"<k>\s*(.*?)\s*</k>", False),  # `.` and `\s` both around `.*?`: a chain of three
+        (r"\s*\s*\s*x", True),  # a chain of three: a shorter run allowed
+        (r"<k>\s*(.*?)\s*</k>", True),
+        (r"\s*\s*\s*\s*x", False),  # a chain of four
+        (r"\s*.*?\s*.*?\s*x", False),
+        (r"[^\"]*,?[^,]*x", False),  # no small set of shared characters to look for
         (r"(a|aa)*b", False),  # exponential: always timed
         (r"(?:<c>\s*)*\s*x", False),
     ],
 )
-def test_only_a_pair_of_repeats_sharing_few_characters_is_untimed_on_a_text_without_a_long_run(pattern, gated):
+def test_only_a_pair_or_chain_of_three_repeats_sharing_few_characters_is_untimed_on_a_text_without_a_long_run(pattern, gated):
     scan = analyze(pattern)
     assert scan is None or not scan.safe
     template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": pattern, "close": "</call>"}}})
@@ -97,6 +100,16 @@ def test_the_gate_times_a_text_with_a_long_run_of_shared_characters():
         assert rt.parse_response(text, template, prefix="")["call"] == "b"
         plan = template.idle_watch.short_plan
         assert plan.seen[0] == text and plan.seen[1] == long_run
+
+
+def test_a_chain_of_three_repeats_allows_a_shorter_run():
+    pair, chain = analyze(r"[^<]+?\s*<x>"), analyze(r"\s*[^<]+?\s*<x>")
+    assert pair.shared_runs == chain.shared_runs == r"\s"
+    assert pair.run_limit == 16 and chain.run_limit == 4
+    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"\s*[^<]+?\s*<c>", "close": "."}}})
+    for text, long_run in (("a   <c>b.", False), ("a    <c>b.", True)):
+        assert rt.parse_response(text, template, prefix="") == {"call": "b"}
+        assert template.idle_watch.short_plan.seen == (text, long_run)
 
 
 def test_a_scoped_flag_keeps_the_timeout():

@@ -26,7 +26,7 @@ from typing import Any
 import regex
 
 from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
-from .scan import LONG_RUN, work
+from .scan import work
 
 # Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
 _CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
@@ -194,11 +194,12 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
         return None
     unsafe = [item for item, _, timed, _, _ in tries if timed]
     always = any(timed == _TIMED for _, _, timed, _, _ in tries)
-    shared = "".join(item.delimiter.scan.shared_runs for item, _, timed, _, _ in tries if timed == _GATED)
+    gated = [item.delimiter.scan for item, _, timed, _, _ in tries if timed == _GATED]
     gate = None
-    if shared and not always:
+    if gated and not always:
         try:
-            gate = regex.compile(f"[{shared}]{{{LONG_RUN}}}")
+            shared = "".join(scan.shared_runs for scan in gated)
+            gate = regex.compile(f"[{shared}]{{{min(scan.run_limit for scan in gated)}}}")
         except (regex.error, OverflowError, RecursionError, ValueError):
             always = True
     regexes = [item for item in watch.items if item.delimiter.literals is None]

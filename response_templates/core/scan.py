@@ -578,7 +578,8 @@ class PatternScan:
     safe: bool = False  # no nested or adjacent repeats: one anchored try cannot blow up (tries skip the per-call timeout)
     # Not safe only because of pairs of repeats that share characters: a class inside of those (see `_risky`), else None.
     shared_runs: object = None
-    long_run: object = None  # a search for a run of `LONG_RUN` of those characters (see `quiet`)
+    run_limit: int = 0  # how long a run of them a text may hold for the tries to run without the timeout (`_risky`)
+    long_run: object = None  # a search for a run of `run_limit` of those characters (see `quiet`)
     # The characters a match can end with, when nothing else decides a match (no lookaround, `$`, `\Z`, `\b`):
     # text without them cannot complete a match that is only partly there. None: unknown.
     completion: object = None
@@ -624,7 +625,7 @@ def analyze(pattern: str) -> PatternScan | None:
         return None
     if empty:
         return None
-    risky, shared_runs = _risky(parsed)
+    risky, shared_runs, run_limit = _risky(parsed)
     by_lead: dict[str, list] = {}
     plain: list = []
     after = _EMPTY
@@ -704,7 +705,8 @@ def analyze(pattern: str) -> PatternScan | None:
         twin=None if risky and shared_runs is None else _twin(original),
         safe=not risky,
         shared_runs=shared_runs,
-        long_run=regex.compile(f"[{shared_runs}]{{{LONG_RUN}}}") if shared_runs else None,
+        run_limit=run_limit,
+        long_run=regex.compile(f"[{shared_runs}]{{{run_limit}}}") if shared_runs else None,
         completion=_completion(parsed, original),
         **_guards(original),
         # only for the kinds of starts first_candidate knows (a start before its trigger is a lead run's start)
@@ -856,7 +858,7 @@ def _completion(parsed, pattern: str):
     return None if empty or not source else regex.compile(source)
 
 
-def _risky(items) -> tuple[bool, str | None]:
+def _risky(items) -> tuple[bool, str | None, int]:
     """Whether one anchored try of a pattern could take more than linear time: a repeat that holds an alternation or
     another repeat (`(a|aa)*`, `(a+)+`: exponential), or two unbounded repeats that can share the same characters
     with nothing mandatory and different between them (`\\s*\\s*`, `\\s*\\]?\\s*`, `\\s*\\n\\s*`: polynomial).
@@ -864,30 +866,36 @@ def _risky(items) -> tuple[bool, str | None]:
     backtrack badly, and `regex` then only stays fast thanks to its required-text check, which the twin turns off;
     their tries also keep the per-call timeout. Anything the analysis does not know counts as risky.
 
-    The second value, for a risky pattern whose only risk is pairs of such repeats (never three in a chain): a class
-    (its inside) of the characters both repeats of some pair take, and maybe a few more (`_shared`). A try then
-    costs at most the longest run of those characters in the text times a linear try, so a short text without a
-    long run of them cannot blow up."""
+    The second and third values, for a risky pattern whose only risk is such repeats in chains of two or three
+    (`\\s*\\]?\\s*`, `\\s*[^<]+?\\s*`): a class (its inside) of the characters two repeats of some pair take, and maybe
+    a few more (`_shared`), and the longest run of them a text may hold for the pattern's tries to run without the
+    per-call timeout: a try then costs at most the run's length (to the power of the chain's length less one) times a
+    linear try, `LONG_RUN` times at most. Otherwise (None, 0)."""
     pairs: list = []
     try:
         if _nested(items, False):
-            return True, None
+            return True, None, 0
         if _ambiguous(items, (), None)[0]:
-            hard = _ambiguous(items, (), pairs)[0]
-            return True, None if hard else _shared(pairs)
+            if _ambiguous(items, (), pairs)[0]:
+                return True, None, 0
+            shared = _shared(pairs)
+            if shared is None:
+                return True, None, 0
+            return True, shared, LONG_RUN if max(depth for _, _, depth in pairs) <= 2 else _CHAIN_RUN
     except (_Unknown, RecursionError):
-        return True, None
-    return False, None
+        return True, None, 0
+    return False, None, 0
 
 
 # A complete short text with no run of this many characters shared by two repeats of a pattern (`shared_runs`)
 # keeps each try of the pattern within this many times a linear try: its searches run without the per-call timeout.
 LONG_RUN = 16
+_CHAIN_RUN = 4  # the same for chains of three repeats: 4 * 4 = 16
 
 
 def quiet(scan: PatternScan, text: str, memo: dict) -> bool:
     """Whether a complete short text lets a pattern risky only through pairs of repeats run without the per-call
-    timeout: it has no run of `LONG_RUN` characters both repeats of a pair take (`memo` keeps the answer per text)."""
+    timeout: it has no run of `run_limit` characters two repeats of a pair take (`memo` keeps the answer per text)."""
     if scan.long_run is None:
         return False
     key = ("long_run", id(scan))
@@ -901,7 +909,7 @@ def _shared(pairs: list) -> str | None:
     """The inside of a regex class holding every character both repeats of some pair take (the smaller set of each
     pair, a few listed characters or classes), or None when some pair has no such small set."""
     parts: set = set()
-    for first, second in pairs:
+    for first, second, _ in pairs:
         small = [chars for chars in (first, second) if not chars.negated and _members(chars) is not None]
         if not small:
             return None
@@ -938,8 +946,8 @@ _ANY_RUN = Charset(frozenset([r"\s", r"\S"]), small=False)
 def _ambiguous(items, pending: tuple, pairs: list | None) -> tuple[bool, tuple]:
     """Walk a sequence left to right with `pending`: (character set, chain length) of the unbounded repeats whose run
     may still be going on (nothing mandatory and disjoint from them since). A new repeat that shares a character with
-    one of them makes the pattern risky; with `pairs` (a list), such a pair is noted there instead, unless it makes a
-    chain of three. Returns (risky, the pending sets after the sequence)."""
+    one of them makes the pattern risky; with `pairs` (a list), such a pair is noted there instead, with the length of
+    the chain it makes, unless that is more than three. Returns (risky, the pending sets after the sequence)."""
     for op, av in items:
         if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
             least, most, body = av
@@ -948,11 +956,12 @@ def _ambiguous(items, pending: tuple, pairs: list | None) -> tuple[bool, tuple]:
             if chars is not None:
                 if many:
                     shared = [(other, depth) for other, depth in pending if _overlap(other, chars)]
-                    if shared and (pairs is None or max(depth for _, depth in shared) > 1):
+                    depth = 1 + max((depth for _, depth in shared), default=0)
+                    if shared and (pairs is None or depth > 3):
                         return True, pending
                     if pairs is not None:
-                        pairs.extend((other, chars) for other, _ in shared)
-                    entry = (chars, 2 if shared else 1)
+                        pairs.extend((other, chars, depth) for other, _ in shared)
+                    entry = (chars, depth)
                     pending = (entry,) if least >= 1 and not shared else pending + (entry,)
                 elif least >= 1 and most >= 1 and not any(_overlap(other, chars) for other, _ in pending):
                     pending = ()
@@ -960,7 +969,7 @@ def _ambiguous(items, pending: tuple, pairs: list | None) -> tuple[bool, tuple]:
             elif many:
                 if pending or _ambiguous(body, (), None)[0]:
                     return True, pending
-                pending = ((_ANY_RUN, 2),)  # no pair with it is noted
+                pending = ((_ANY_RUN, 3),)  # no pair with it is noted
             elif most >= 1:
                 risky, taken = _ambiguous(body, pending, pairs)
                 if risky:
