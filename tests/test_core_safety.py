@@ -38,6 +38,8 @@ RISKY = [
     r"x(?=\s*\s*y)",  # inside a lookahead
     r"(?<=\s*\s*y)x",  # inside a lookbehind
     r"(?>\s*\s*)x",  # inside an atomic group (analyzed as any group)
+    r"[\w-]*(?![.])[^<]*x",  # a lookahead that does not end the run
+    r"a*(?<!a)a*x",  # a lookbehind does not either
 ]
 
 # Shapes with one way only to split any text between their repeats: judged safe.
@@ -52,6 +54,8 @@ SAFE = [
     r"\s*(?:<p>\s*)?<q>",
     r"(?:<c>\s*)?x",
     r"a*ba*c",
+    r"[\w-]*(?![.\w-])[^<]*<x>",  # the lookahead makes the first run end where it must
+    r"a*(?!a)a*x",
 ]
 
 

@@ -1000,6 +1000,11 @@ def _ambiguous(items, pending: tuple, pairs: list | None) -> tuple[bool, tuple]:
         elif op in (_C.ASSERT, _C.ASSERT_NOT):
             if _ambiguous(av[1], (), pairs)[0]:
                 return True, pending
+            ahead = _single(av[1]) if op is _C.ASSERT_NOT and av[0] == 1 else None
+            if ahead is not None:
+                # `[\w-]*(?![\w-])`: a run of those characters cannot stop before its end here, so no later repeat
+                # shares it
+                pending = tuple((other, depth) for other, depth in pending if not _subset(other, ahead))
         elif op is not _C.AT:
             raise _Unknown
     return False, pending
@@ -1031,6 +1036,25 @@ def _members(chars: Charset) -> str | None:
             found.append(match.group())
         _MEMBERS[source] = None if found is None else "".join(found)
     return _MEMBERS[source]
+
+
+_SUBSETS: dict = {}
+
+
+def _subset(inner: Charset, outer: Charset) -> bool:
+    """Whether every character of `inner` is in `outer` (exact, over every code point)."""
+    key = (inner.source(), outer.source())
+    if key not in _SUBSETS:
+        if key[0] is None:
+            _SUBSETS[key] = True
+        elif key[1] is None:
+            _SUBSETS[key] = False
+        else:
+            if not _UNIVERSE:
+                _UNIVERSE.append(array.array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass"))
+            outside = regex.compile(f"(?!{key[1]})(?:{key[0]})", regex.DOTALL)
+            _SUBSETS[key] = outside.search(_UNIVERSE[0]) is None
+    return _SUBSETS[key]
 
 
 def _overlap(first: Charset, second: Charset) -> bool:
