@@ -575,7 +575,7 @@ class PatternScan:
     # The same pattern as `(?:pattern)|(?!)`: it matches the same, but `regex` no longer checks the text the pattern
     # requires up to the end of the string before each anchored try (which made every try cost the rest of the text).
     twin: object = None
-    safe: bool = False  # no nested or adjacent repeats: one anchored try cannot blow up (tries skip the per-call timeout)
+    safe: bool = False  # no way to backtrack badly (`_risky`): one anchored try cannot blow up (tries skip the per-call timeout)
     # Not safe only because of pairs of repeats that share characters: a class inside of those (see `_risky`), else None.
     shared_runs: object = None
     run_limit: int = 0  # how long a run of them a text may hold for the tries to run without the timeout (`_risky`)
