@@ -14,8 +14,11 @@ A pattern keeps its meaning inside the alternation, except for what refers to gr
 no plan and keeps the per-delimiter search.
 
 On a short text the combined search costs at most the sum of the separate searches (each bounded by the square of
-the text's length for patterns without nested or adjacent repeats); when a delimiter has such repeats, the search
-keeps the regex time limit (the budget of the call), and the error names that delimiter.
+the text's length for patterns that `scan._risky` judges safe); when a delimiter may backtrack badly, the search
+keeps the regex time limit (the budget of the call), and the error names that delimiter. A delimiter whose only risk
+is two or three repeats that share a few characters (`\\s*\\]?\\s*`) keeps it only on a text that holds a long run of
+those characters (`scan.PatternScan.shared_runs`, `run_limit`): without one, its tries cost at most 16 times a
+linear try.
 """
 
 from __future__ import annotations
@@ -49,9 +52,14 @@ _WRAPPER = "_rt_alternative_{}"
 class ShortPlan:
     """A watch's delimiters as one alternation (see the module docstring)."""
 
-    __slots__ = ("search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins", "costs")
+    __slots__ = (
+        "search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins", "costs", "gate",
+        "seen",
+    )
 
-    def __init__(self, combined: Any, names: tuple, tries: tuple, timed: bool, culprit: Any, single: bool, bound: Any):
+    def __init__(
+        self, combined: Any, names: tuple, tries: tuple, timed: bool, culprit: Any, single: bool, bound: Any, gate: Any
+    ):
         self.search = combined.search
         self.match = combined.match
         self.names = names  # the number of the wrapper group of each alternative, in order
@@ -59,6 +67,10 @@ class ShortPlan:
         # pattern has named groups, a cheap test that it may start at a position or None)
         self.tries = tries
         self.timed = timed  # some delimiter has nested or adjacent repeats (or could not be analyzed)
+        # when no delimiter is always timed but some are unless the text has no long run of the characters their
+        # repeats share (`scan.PatternScan.shared_runs`): a search for such a run; `seen` is (the last text, found)
+        self.gate = gate
+        self.seen = (None, True)
         self.culprit = culprit  # the item a timeout of the combined search names
         self.single = single
         self.bound = bound  # where the search may begin (`_Bound`), or None: at the position
@@ -149,9 +161,17 @@ def _bound(items: list) -> _Bound | None:
         return None
 
 
-def _unsafe(item: Any) -> bool:
+_SAFE, _TIMED, _GATED = 0, 1, 2
+
+
+def _unsafe(item: Any) -> int:
+    """Whether the tries of a delimiter keep the per-call timeout: never, always, or on a text with a long run."""
     delimiter = item.delimiter
-    return delimiter.literals is None and (delimiter.scan is None or not delimiter.scan.safe)
+    if delimiter.literals is not None or (delimiter.scan is not None and delimiter.scan.safe):
+        return _SAFE
+    if delimiter.scan is not None and delimiter.scan.shared_runs:
+        return _GATED
+    return _TIMED
 
 
 def build_short_plan(watch: Any) -> ShortPlan | None:
@@ -176,13 +196,22 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
     if combined.flags != _PLAIN_FLAGS:
         return None
     unsafe = [item for item, _, timed, _, _ in tries if timed]
+    always = any(timed == _TIMED for _, _, timed, _, _ in tries)
+    gated = [item.delimiter.scan for item, _, timed, _, _ in tries if timed == _GATED]
+    gate = None
+    if gated and not always:
+        try:
+            shared = "".join(scan.shared_runs for scan in gated)
+            gate = regex.compile(f"[{shared}]{{{min(scan.run_limit for scan in gated)}}}")
+        except (regex.error, OverflowError, RecursionError, ValueError):
+            always = True
     regexes = [item for item in watch.items if item.delimiter.literals is None]
     culprit = unsafe[0] if unsafe else (regexes[0] if regexes else watch.items[0])
     # Where to begin the search: the first candidate of any delimiter, found with two more searches, which pay off
     # over a long enough rest of the text (sooner when the search keeps the time limit, which slows it).
     bound = _bound(watch.items)
     numbers = tuple(combined.groupindex[name] for name in names)
-    return ShortPlan(combined, numbers, tuple(tries), bool(unsafe), culprit, len(tries) == 1, bound)
+    return ShortPlan(combined, numbers, tuple(tries), always, culprit, len(tries) == 1, bound, gate)
 
 
 def _may_start(item: Any) -> Any:
@@ -225,14 +254,20 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     """The delimiter at or after `pos` in a complete short text: (item, start, end, named groups or None), or None
     (also when the first one starts at the very end of the text, as `find_delimiter`)."""
     match = None
+    timed = plan.timed
+    if plan.gate is not None:
+        seen = plan.seen
+        if seen[0] is not text:
+            seen = plan.seen = (text, plan.gate.search(text) is not None)
+        timed = seen[1]
     try:
         if pos == 0 and plan.begins:
             # a delimiter anchored at the start of the text: try the start first (the first candidate skips it)
-            match = plan.match(text, 0, timeout=regex_time_left()) if plan.timed else plan.match(text, 0)
+            match = plan.match(text, 0, timeout=regex_time_left()) if timed else plan.match(text, 0)
             if match is None:
                 pos = 1
         if match is None:
-            if plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if plan.timed else _BOUND_FROM):
+            if plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if timed else _BOUND_FROM):
                 pos = max(pos, _first_candidate(plan.bound, text, pos))
             timing = None
             if len(text) - pos > _COMBINED_MOST:
@@ -242,7 +277,7 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
                 ):
                     return FAR
                 timing = perf_counter()
-            if plan.timed:
+            if timed:
                 match = plan.search(text, pos, timeout=regex_time_left())
             else:
                 regex_time_left()  # the budget of the call may already be spent
@@ -270,14 +305,15 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     numbers = plan.names
     while match.start(numbers[first]) < 0:
         first += 1
-    item, matcher, timed, named, _ = tries[first]
+    item, matcher, item_timed, named, _ = tries[first]
     best, best_end, best_match = item, match.end(), None
     for index in range(first + 1, len(tries)):
         other, other_matcher, other_timed, _, may_start = tries[index]
         if may_start is not None and may_start(text, start) is None:
             continue
         try:
-            found = other_matcher(text, start, timeout=regex_time_left()) if other_timed else other_matcher(text, start)
+            slow = other_timed == _TIMED or (other_timed == _GATED and timed)
+            found = other_matcher(text, start, timeout=regex_time_left()) if slow else other_matcher(text, start)
         except TimeoutError:
             raise _timeout(other) from None
         if found is None:
@@ -292,7 +328,8 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
             return best, start, best_end, {}
         # the winner's own groups (the alternation shares group names between alternatives)
         try:
-            best_match = matcher(text, start, timeout=regex_time_left()) if timed else matcher(text, start)
+            slow = item_timed == _TIMED or (item_timed == _GATED and timed)
+            best_match = matcher(text, start, timeout=regex_time_left()) if slow else matcher(text, start)
         except TimeoutError:
             raise _timeout(best) from None
     return best, start, best_end, best_match.groupdict()

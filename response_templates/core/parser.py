@@ -22,7 +22,7 @@ from typing import Any
 from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, excerpt, grow_regex_budget, regex_budget, regex_time_left, timeout_message
 from .oneshot import FAR, build_short_plan, find_short, note_far
-from .scan import first_candidate, scan_pattern, track_guards, work
+from .scan import first_candidate, quiet, scan_pattern, track_guards, work
 from .template import CompiledTemplate, Watch, WatchItem, literal_runs, load_template
 from .token_ids import TokenIdDecoder, strip_markers
 from .tools import tool_parameters, type_tool_calls
@@ -764,7 +764,7 @@ def _find_short(watch: Watch, text: str, pos: int, found: dict) -> tuple | None:
                 match = watch.singles[index].combined.search(text, pos)
             elif scan is None:
                 match = _pattern_scan(item, text, pos, True)[0]
-            elif scan.safe:
+            elif scan.safe or quiet(scan, text, found):  # one-shot: the text is complete and short
                 try:
                     regex_time_left()
                 except TimeoutError:

@@ -22,6 +22,7 @@ fall back to the plain search, still bounded by the regex time budget.
 
 from __future__ import annotations
 
+import array
 import bisect
 import re
 import warnings
@@ -574,7 +575,11 @@ class PatternScan:
     # The same pattern as `(?:pattern)|(?!)`: it matches the same, but `regex` no longer checks the text the pattern
     # requires up to the end of the string before each anchored try (which made every try cost the rest of the text).
     twin: object = None
-    safe: bool = False  # no nested or adjacent repeats: one anchored try cannot blow up (tries skip the per-call timeout)
+    safe: bool = False  # no way to backtrack badly (`_risky`): one anchored try cannot blow up (tries skip the per-call timeout)
+    # Not safe only because of pairs of repeats that share characters: a class inside of those (see `_risky`), else None.
+    shared_runs: object = None
+    run_limit: int = 0  # how long a run of them a text may hold for the tries to run without the timeout (`_risky`)
+    long_run: object = None  # a search for a run of `run_limit` of those characters (see `quiet`)
     # The characters a match can end with, when nothing else decides a match (no lookaround, `$`, `\Z`, `\b`):
     # text without them cannot complete a match that is only partly there. None: unknown.
     completion: object = None
@@ -620,6 +625,7 @@ def analyze(pattern: str) -> PatternScan | None:
         return None
     if empty:
         return None
+    risky, shared_runs, run_limit = _risky(parsed)
     by_lead: dict[str, list] = {}
     plain: list = []
     after = _EMPTY
@@ -694,8 +700,13 @@ def analyze(pattern: str) -> PatternScan | None:
         ),
         after_run_sources=tuple(sorted(runs)),
         free=_without_lookbehinds(original),
-        twin=None if _risky(parsed) else _twin(original),
-        safe=not _risky(parsed),
+        # a pattern risky only through pairs of repeats keeps the twin: its tries stay within a run's length times a
+        # linear try, and keep the per-call timeout
+        twin=None if risky and shared_runs is None else _twin(original),
+        safe=not risky,
+        shared_runs=shared_runs,
+        run_limit=run_limit,
+        long_run=regex.compile(f"[{shared_runs}]{{{run_limit}}}") if shared_runs else None,
         completion=_completion(parsed, original),
         **_guards(original),
         # only for the kinds of starts first_candidate knows (a start before its trigger is a lead run's start)
@@ -847,36 +858,215 @@ def _completion(parsed, pattern: str):
     return None if empty or not source else regex.compile(source)
 
 
-def _risky(items, inside_loop: bool = False) -> bool:
-    """Whether a repeat holds an alternation or another repeat (`(a|aa)*`, `(a+)+`), or two unbounded repeats follow
-    each other (`\\s*\\s*`): such patterns can backtrack exponentially (or polynomially), and `regex` then only stays
-    fast thanks to its required-text check, which the twin turns off; their tries also keep the per-call timeout."""
-    loop_before = False
-    for op, av in items:
-        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE) and av[1] is _MAXREPEAT:
-            if loop_before:
-                return True
-            loop_before = True
-        elif op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN, _C.BRANCH, _C.SUBPATTERN):
-            loop_before = False
+def _risky(items) -> tuple[bool, str | None, int]:
+    """Whether one anchored try of a pattern could take more than linear time: a repeat that holds an alternation or
+    another repeat (`(a|aa)*`, `(a+)+`: exponential), or two unbounded repeats that can share the same characters
+    with nothing mandatory and different between them (`\\s*\\s*`, `\\s*\\]?\\s*`, `\\s*\\n\\s*`: polynomial).
+    Repeats over disjoint characters (`[a-z]*[ \\t]*`, `[^<]*<\\s*`) split a text in one way only. Such patterns can
+    backtrack badly, and `regex` then only stays fast thanks to its required-text check, which the twin turns off;
+    their tries also keep the per-call timeout. Anything the analysis does not know counts as risky.
+
+    The second and third values, for a risky pattern whose only risk is such repeats in chains of two or three
+    (`\\s*\\]?\\s*`, `\\s*[^<]+?\\s*`): a class (its inside) of the characters two repeats of some pair take, and maybe
+    a few more (`_shared`), and the longest run of them a text may hold for the pattern's tries to run without the
+    per-call timeout: a try then costs at most the run's length (to the power of the chain's length less one) times a
+    linear try, `LONG_RUN` times at most. Otherwise (None, 0)."""
+    pairs: list = []
+    try:
+        if _nested(items, False):
+            return True, None, 0
+        if _ambiguous(items, (), None)[0]:
+            if _ambiguous(items, (), pairs)[0]:
+                return True, None, 0
+            shared = _shared(pairs)
+            if shared is None:
+                return True, None, 0
+            return True, shared, LONG_RUN if max(depth for _, _, depth in pairs) <= 2 else _CHAIN_RUN
+    except (_Unknown, RecursionError):
+        return True, None, 0
+    return False, None, 0
+
+
+# A complete short text with no run of this many characters shared by two repeats of a pattern (`shared_runs`)
+# keeps each try of the pattern within this many times a linear try: its searches run without the per-call timeout.
+LONG_RUN = 16
+_CHAIN_RUN = 4  # the same for chains of three repeats: 4 * 4 = 16
+
+
+def quiet(scan: PatternScan, text: str, memo: dict) -> bool:
+    """Whether a complete short text lets a pattern risky only through pairs of repeats run without the per-call
+    timeout: it has no run of `run_limit` characters two repeats of a pair take (`memo` keeps the answer per text)."""
+    if scan.long_run is None:
+        return False
+    key = ("long_run", id(scan))
+    seen = memo.get(key)
+    if seen is None or seen[0] is not text:
+        seen = memo[key] = (text, scan.long_run.search(text) is None)
+    return seen[1]
+
+
+def _shared(pairs: list) -> str | None:
+    """The inside of a regex class holding every character both repeats of some pair take (the smaller set of each
+    pair, a few listed characters or classes), or None when some pair has no such small set."""
+    parts: set = set()
+    for first, second, _ in pairs:
+        small = [chars for chars in (first, second) if not chars.negated and _members(chars) is not None]
+        if not small:
+            return None
+        parts.update(min(small, key=lambda chars: len(_members(chars))).parts)
+    return "".join(sorted(parts)) or None
+
+
+def _nested(items, inside_loop: bool) -> bool:
     for op, av in items:
         if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
             loops = av[1] is _MAXREPEAT or av[1] > 1
-            if (loops and inside_loop) or _risky(av[2], inside_loop or loops):
+            # inside a loop, any repeat of variable length (`(?:a?)*`, `(?:a?b?)*`) may split the text many ways
+            if (inside_loop and (loops or av[0] != av[1])) or _nested(av[2], inside_loop or loops):
                 return True
         elif op is _C.BRANCH:
-            if inside_loop or any(_risky(alternative, inside_loop) for alternative in av[1]):
+            if inside_loop or any(_nested(alternative, inside_loop) for alternative in av[1]):
                 return True
         elif op is _C.SUBPATTERN:
-            if _risky(av[3], inside_loop):
+            if _nested(av[3], inside_loop):
                 return True
         elif op in (_ATOMIC,):
-            if _risky(av, inside_loop):
+            if _nested(av, inside_loop):
                 return True
         elif op in (_C.ASSERT, _C.ASSERT_NOT):
-            if _risky(av[1], inside_loop):
+            if _nested(av[1], inside_loop):
                 return True
     return False
+
+
+# Any character (a repeat whose body is more than one character).
+_ANY_RUN = Charset(frozenset([r"\s", r"\S"]), small=False)
+
+
+def _ambiguous(items, pending: tuple, pairs: list | None) -> tuple[bool, tuple]:
+    """Walk a sequence left to right with `pending`: (character set, chain length) of the unbounded repeats whose run
+    may still be going on (nothing mandatory and disjoint from them since). A new repeat that shares a character with
+    one of them makes the pattern risky; with `pairs` (a list), such a pair is noted there instead, with the length of
+    the chain it makes, unless that is more than three. Returns (risky, the pending sets after the sequence)."""
+    for op, av in items:
+        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
+            least, most, body = av
+            chars = _single(body)
+            many = most is _MAXREPEAT or most > 1
+            if chars is not None:
+                if many:
+                    shared = [(other, depth) for other, depth in pending if _overlap(other, chars)]
+                    depth = 1 + max((depth for _, depth in shared), default=0)
+                    if shared and (pairs is None or depth > 3):
+                        return True, pending
+                    if pairs is not None:
+                        pairs.extend((other, chars, depth) for other, _ in shared)
+                    entry = (chars, depth)
+                    pending = (entry,) if least >= 1 and not shared else pending + (entry,)
+                elif least >= 1 and most >= 1 and not any(_overlap(other, chars) for other, _ in pending):
+                    pending = ()
+                # `x?` leaves the pending runs as they are (taken or not, nothing new runs on)
+            elif many:
+                if pending or _ambiguous(body, (), None)[0]:
+                    return True, pending
+                pending = ((_ANY_RUN, 3),)  # no pair with it is noted
+            elif most >= 1:
+                risky, taken = _ambiguous(body, pending, pairs)
+                if risky:
+                    return True, pending
+                pending = taken if least >= 1 else _union(pending, taken)
+        elif op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN):
+            chars = _charset(op, av)
+            if not any(_overlap(other, chars) for other, _ in pending):
+                pending = ()
+        elif op is _C.SUBPATTERN:
+            if av[1] or av[2]:  # scoped flags change what the sets mean
+                raise _Unknown
+            risky, pending = _ambiguous(av[3], pending, pairs)
+            if risky:
+                return True, pending
+        elif op is _ATOMIC:
+            risky, pending = _ambiguous(av, pending, pairs)
+            if risky:
+                return True, pending
+        elif op is _C.BRANCH:
+            outs: tuple = ()
+            for alternative in av[1]:
+                risky, out = _ambiguous(alternative, pending, pairs)
+                if risky:
+                    return True, pending
+                outs = _union(outs, out)
+            pending = outs
+        elif op in (_C.ASSERT, _C.ASSERT_NOT):
+            if _ambiguous(av[1], (), pairs)[0]:
+                return True, pending
+            ahead = _single(av[1]) if op is _C.ASSERT_NOT and av[0] == 1 else None
+            if ahead is not None:
+                # `[\w-]*(?![\w-])`: a run of those characters cannot stop before its end here, so no later repeat
+                # shares it
+                pending = tuple((other, depth) for other, depth in pending if not _subset(other, ahead))
+        elif op is not _C.AT:
+            raise _Unknown
+    return False, pending
+
+
+def _union(first: tuple, second: tuple) -> tuple:
+    return first + tuple(chars for chars in second if chars not in first)
+
+
+# Every code point (lone surrogates included), to list the members of a character set; built when first needed.
+_UNIVERSE: list = []
+_MEMBERS: dict = {}
+_MOST_MEMBERS = 4096
+
+
+def _members(chars: Charset) -> str | None:
+    """The characters of a set as a string, or None when it has more than `_MOST_MEMBERS` of them."""
+    source = chars.source()
+    if source is None:
+        return ""
+    if source not in _MEMBERS:
+        if not _UNIVERSE:
+            _UNIVERSE.append(array.array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass"))
+        found = []
+        for index, match in enumerate(regex.finditer(source, _UNIVERSE[0], regex.DOTALL)):
+            if index >= _MOST_MEMBERS:
+                found = None
+                break
+            found.append(match.group())
+        _MEMBERS[source] = None if found is None else "".join(found)
+    return _MEMBERS[source]
+
+
+_SUBSETS: dict = {}
+
+
+def _subset(inner: Charset, outer: Charset) -> bool:
+    """Whether every character of `inner` is in `outer` (exact, over every code point)."""
+    key = (inner.source(), outer.source())
+    if key not in _SUBSETS:
+        if key[0] is None:
+            _SUBSETS[key] = True
+        elif key[1] is None:
+            _SUBSETS[key] = False
+        else:
+            if not _UNIVERSE:
+                _UNIVERSE.append(array.array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass"))
+            outside = regex.compile(f"(?!{key[1]})(?:{key[0]})", regex.DOTALL)
+            _SUBSETS[key] = outside.search(_UNIVERSE[0]) is None
+    return _SUBSETS[key]
+
+
+def _overlap(first: Charset, second: Charset) -> bool:
+    """Whether two character sets share a character (exact when one of them is small, else assumed)."""
+    if first == second:
+        return True
+    for one, other in ((first, second), (second, first)):
+        members = _members(one)
+        if members is not None:
+            source = other.source()
+            return source is not None and regex.search(source, members, regex.DOTALL) is not None
+    return True
 
 
 def _twin(pattern: str):

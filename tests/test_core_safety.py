@@ -1,0 +1,135 @@
+"""Which delimiter patterns may run without the per-call regex timeout (core/scan.py `_risky`, issue 11).
+
+A pattern judged safe has its anchored tries, and the one-shot plan's combined search, run without `regex`'s
+per-call timeout (the budget of the call is still checked between calls). So a pattern judged safe must not be able
+to backtrack badly: no repeat holding an alternation or another repeat, and no two unbounded repeats that can take
+the same characters with nothing mandatory and different between them. Everything else keeps the timeout."""
+
+from __future__ import annotations
+
+import pytest
+
+import response_templates as rt
+from response_templates.core.oneshot import build_short_plan
+from response_templates.core.scan import analyze
+from response_templates.core.template import load_template
+
+# Shapes that can backtrack exponentially or polynomially on some input: each must keep the timeout.
+RISKY = [
+    r"(a|aa)*b",  # alternation in a loop: exponential
+    r"(a*)*b",  # nested repeats: exponential
+    r"(?:a+)+b",
+    r"(?:a?)*b",  # nested optional repeat
+    r"(?:a?b?)*c",
+    r"(?:a*b?)*c",  # nested optional repeats
+    r"(?:x\s*)*<y>",  # a repeat inside a repeat, even behind a literal
+    r"\s*\s*x",  # adjacent repeats over the same characters: polynomial
+    r"\s*\]?\s*x",  # ... with only something optional between them
+    r"\s*,?\s*x",
+    r"\s*\n\s*x",  # ... with something mandatory between them that the repeats also take
+    r"\s*\s\s*x",
+    r"\s*(?:\s|y)\s*x",  # ... an alternative that takes the same characters
+    r"a*[ab]a*c",
+    r"[a-z]*[ \t]*[a-z]*x",  # the middle repeat may be empty
+    r"<k>\s*(.*?)\s*</k>",  # a group between them does not separate them
+    r"\s*(?:<p>\s*)?\s*x",  # an optional group that may be skipped
+    r"(?:ab)*(?:ab)*c",  # repeats of longer bodies are assumed to overlap
+    r"[^<]+?(?::\d+)?\s*x",  # the optional group's digits are also taken by the lazy class
+    r"x(?=\s*\s*y)",  # inside a lookahead
+    r"(?<=\s*\s*y)x",  # inside a lookbehind
+    r"(?>\s*\s*)x",  # inside an atomic group (analyzed as any group)
+    r"[\w-]*(?![.])[^<]*x",  # a lookahead that does not end the run
+    r"a*(?<!a)a*x",  # a lookbehind does not either
+]
+
+# Shapes with one way only to split any text between their repeats: judged safe.
+SAFE = [
+    r"\s*<tool_call>\s*(?=\{)",
+    r"[a-z]*[ \t]*x",  # disjoint classes
+    r"[^<]*<\s*x",
+    r"[ \t]*\n\s*x",  # the newline is not in the first class: it ends the first run
+    r"\s*x\s*y",
+    r"[A-Za-z_][\w.-]*\s*\(",
+    r"<a>\s*([^\s<]+)\s*</a>",
+    r"\s*(?:<p>\s*)?<q>",
+    r"(?:<c>\s*)?x",
+    r"a*ba*c",
+    r"[\w-]*(?![.\w-])[^<]*<x>",  # the lookahead makes the first run end where it must
+    r"a*(?!a)a*x",
+]
+
+
+@pytest.mark.parametrize("pattern", RISKY)
+def test_a_pattern_that_can_backtrack_badly_keeps_the_timeout(pattern):
+    scan = analyze(pattern)
+    assert scan is None or not scan.safe
+    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": pattern, "close": "</call>"}}})
+    plan = build_short_plan(template.idle_watch)
+    assert plan is None or plan.timed or plan.gate is not None
+
+
+@pytest.mark.parametrize("pattern", SAFE)
+def test_a_pattern_with_one_way_to_split_runs_without_the_timeout(pattern):
+    scan = analyze(pattern)
+    assert scan is not None and scan.safe
+    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": pattern, "close": "</call>"}}})
+    assert not build_short_plan(template.idle_watch).timed
+
+
+@pytest.mark.parametrize(
+    ("pattern", "gated"),
+    [
+        (r"\s*\]?\s*x", True),  # one pair of repeats sharing whitespace
+        (r"[^<]+?\s*<x>", True),
+        (r"\s*\s*\s*x", True),  # a chain of three: a shorter run allowed
+        (r"<k>\s*(.*?)\s*</k>", True),
+        (r"\s*\s*\s*\s*x", False),  # a chain of four
+        (r"\s*.*?\s*.*?\s*x", False),
+        (r"[^\"]*,?[^,]*x", False),  # no small set of shared characters to look for
+        (r"(a|aa)*b", False),  # exponential: always timed
+        (r"(?:<c>\s*)*\s*x", False),
+    ],
+)
+def test_only_a_pair_or_chain_of_three_repeats_sharing_few_characters_is_untimed_on_a_text_without_a_long_run(pattern, gated):
+    scan = analyze(pattern)
+    assert scan is None or not scan.safe
+    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": pattern, "close": "</call>"}}})
+    plan = build_short_plan(template.idle_watch)
+    assert (plan.gate is not None) == gated and plan.timed == (not gated)
+
+
+def test_the_gate_times_a_text_with_a_long_run_of_shared_characters():
+    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"\s*\]?\s*<c>", "close": "."}}})
+    for text, long_run in (("a ] <c>b.", False), ("a" + " " * 15 + "]\n<c>b.", False), ("a" + "\t" * 16 + "<c>b.", True), ("a\u3000" * 20 + "<c>b.", False)):
+        assert rt.parse_response(text, template, prefix="")["call"] == "b"
+        plan = template.idle_watch.short_plan
+        assert plan.seen[0] == text and plan.seen[1] == long_run
+
+
+def test_a_chain_of_three_repeats_allows_a_shorter_run():
+    pair, chain = analyze(r"[^<]+?\s*<x>"), analyze(r"\s*[^<]+?\s*<x>")
+    assert pair.shared_runs == chain.shared_runs == r"\s"
+    assert pair.run_limit == 16 and chain.run_limit == 4
+    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"\s*[^<]+?\s*<c>", "close": "."}}})
+    for text, long_run in (("a   <c>b.", False), ("a    <c>b.", True)):
+        assert rt.parse_response(text, template, prefix="") == {"call": "b"}
+        assert template.idle_watch.short_plan.seen == (text, long_run)
+
+
+def test_a_scoped_flag_keeps_the_timeout():
+    # (?i:...) changes which characters a class takes: the analysis does not guess
+    scan = analyze(r"(?i:[a-z]*)[A-Z]*x")
+    assert scan is None or not scan.safe
+
+
+def test_a_catastrophic_delimiter_still_times_out_and_a_safe_one_still_parses():
+    before = rt.get_regex_timeout()
+    rt.set_regex_timeout(0.05)
+    try:
+        template = {"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"(a|aa)+$", "close": "."}}}
+        with pytest.raises(rt.RegexTimeoutError, match="open_pattern"):
+            rt.parse_response("a" * 80 + "b", template, prefix="")
+        template = {"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"[a-z]*[ \t]*<c>", "close": "."}}}
+        assert rt.parse_response("hi " + " " * 300 + "x <c>y.", template, prefix="") == {"content": "hi", "call": "y"}
+    finally:
+        rt.set_regex_timeout(before)
