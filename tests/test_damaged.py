@@ -608,3 +608,35 @@ def test_streaming_example_renders_discarded_regions(monkeypatch):
     assert "not a valid call (json: " in shown and "kept as text" in shown
     assert "dropped: the generation was cut inside this call" in shown
     assert message == {"role": "assistant", "content": 'Hi.<tool_call>\n{"name": "f", "arguments": {"a": }}\n</tool_call>'}
+
+
+# A cut-off call header followed by a long run of whitespace (a model stuck writing spaces or blank lines after the
+# call opener). The name patterns of these templates used to backtrack over the run for every way to end the name
+# (`[^<]+?` then `\s*`), so the parse ran out of the regex time limit instead of returning a message. Each search now
+# runs in time linear in the run: the default 1 s limit is restored for this test, far above what the parse needs.
+HEADER_CUTS = [
+    ("deepseek_v3.1", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"),
+    ("deepseek_r1", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"),
+]
+
+
+@pytest.fixture
+def default_regex_timeout():
+    before = rt.get_regex_timeout()
+    rt.set_regex_timeout(1.0)
+    yield
+    rt.set_regex_timeout(before)
+
+
+@pytest.mark.parametrize("filler", [" ", "\n", " \t"])
+@pytest.mark.parametrize(("name", "header"), HEADER_CUTS, ids=[name for name, _ in HEADER_CUTS])
+def test_a_cut_call_header_over_a_long_whitespace_run_still_parses(default_regex_timeout, name, header, filler):
+    template = get_template(name)
+    text = "Let me check." + header + filler * 3000 + "x"
+    one_shot = parse_response(text, template, prefix="", truncated=True)
+    assert "tool_calls" not in one_shot  # the unfinished call is dropped
+    assert one_shot["content"].startswith("Let me check.")
+    parser = ResponseParser(template, prefix="")
+    for at in range(0, len(text), 64):
+        parser.feed(text[at : at + 64])
+    assert parser.finalize(truncated=True)[0] == one_shot
