@@ -29,7 +29,7 @@ from typing import Any
 import regex
 
 from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
-from .scan import work
+from .scan import top_alternatives, work
 
 # Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
 _CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
@@ -94,32 +94,6 @@ class _Bound:
         self.prefilter, self.back_reach, self.lead_back = prefilter, back_reach, lead_back
 
 
-def _top_level(source: str) -> list[str]:
-    """The alternatives of a regex source at its top level (split at `|` outside groups, classes and escapes)."""
-    pieces, depth, start, index, in_class = [], 0, 0, 0, False
-    while index < len(source):
-        char = source[index]
-        if char == "\\":
-            index += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-            if source[index + 1:index + 2] == "]":
-                index += 1
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "|" and depth == 0:
-            pieces.append(source[start:index])
-            start = index + 1
-        index += 1
-    pieces.append(source[start:])
-    return pieces
-
-
 def _first_candidate(bound: _Bound, text: str, pos: int) -> int:
     """A position at or after `pos` before which no delimiter of the watch starts in this complete text: the start
     of the run of lead-class characters before the first trigger (or before the end of the text). As
@@ -153,7 +127,7 @@ def _bound(items: list) -> _Bound | None:
     try:
         return _Bound(
             # one level of alternatives (nested groups make `regex` give up its fast scan for literals)
-            regex.compile("|".join(sorted(set(piece for source in triggers for piece in _top_level(source)), key=lambda piece: (-len(piece), piece))) or "(?!)"),
+            regex.compile("|".join(sorted(set(piece for source in triggers for piece in top_alternatives(source)), key=lambda piece: (-len(piece), piece))) or "(?!)"),
             back_reach,
             regex.compile(f"(?r)(?!{'|'.join(sorted(leads))}).", regex.DOTALL) if leads else None,
         )

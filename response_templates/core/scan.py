@@ -440,7 +440,7 @@ def _capped(entries: list) -> list:
     return entries
 
 
-def _top_alternatives(pattern: str) -> list[str]:
+def top_alternatives(pattern: str) -> list[str]:
     """The pattern's top-level alternatives (source text)."""
     pieces, depth, index, in_class, last = [], 0, 0, False, 0
     while index < len(pattern):
@@ -479,7 +479,7 @@ def gate_of(pattern: str) -> tuple | None:
         return None
     triggers: list[tuple] = []
     begin = blank = False
-    for alternative in _top_alternatives(pattern):
+    for alternative in top_alternatives(pattern):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
@@ -529,7 +529,7 @@ def _behind_trigger(alternative: str) -> tuple | None:
         stop = _group_end(alternative, 0)
         if stop is None:
             return None
-        heads = _top_alternatives(alternative[3:stop - 1])
+        heads = top_alternatives(alternative[3:stop - 1])
     else:
         return None
     triggers, few = [], True
