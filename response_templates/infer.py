@@ -25,6 +25,7 @@ import copy
 import json
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -2052,6 +2053,9 @@ def _check(template, source, options, supports, markers, reasons) -> InferredTem
         elif case.name in ("nested_unicode_arguments", "marker_text_arguments") and _python_literals(case.generation):
             skip[case.name] = ("the chat template writes nested argument values as Python literals (None, True, "
                                "single quotes), which is not what the model writes")
+        elif _python_calls_missing_commas(case, template):
+            skip[case.name] = ("the chat template writes keyword arguments without the commas between them, which is "
+                               "not valid Python: not what the model writes")
         elif case.name in ("nested_unicode_arguments", "marker_text_arguments") and _invalid_python_calls(case, template):
             skip[case.name] = ("the chat template writes string values without escaping their quotes, which is not "
                                "valid Python: not what the model writes")
@@ -2091,10 +2095,27 @@ def _invalid_python_calls(case, template: dict) -> bool:
     if start < 0 or end < start:
         return False
     try:
-        ast.parse(case.generation[start:end + 1], mode="eval")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)  # `3days=` in a broken rendering: no news to the user
+            ast.parse(case.generation[start:end + 1], mode="eval")
     except SyntaxError:
         return True
     return False
+
+
+def _python_calls_missing_commas(case, template: dict) -> bool:
+    """Whether the rendered Python call list is invalid because the chat template writes each keyword argument right
+    after the previous value, with no comma (`f(a="x"b=2)`): a chat-template bug, not the model's syntax."""
+    if not _invalid_python_calls(case, template):
+        return False
+    glued = 0
+    for call in (case.expected or {}).get("tool_calls") or []:
+        keys = list(((call.get("function") or {}).get("arguments") or {}))
+        for key in keys[1:]:
+            if not re.search(r"[^\s,(]" + re.escape(key) + "=", case.generation):
+                return False  # this argument is separated as Python separates them: some other defect
+            glued += 1
+    return glued > 0
 
 
 def _python_literals(text: str) -> bool:

@@ -373,6 +373,20 @@ def test_calls_without_markup_open_only_as_the_chat_template_writes_them():
     assert parse_response(answer, bare.template, prefix=PROMPT) == {"role": "assistant", "content": answer[:-7]}
 
 
+def test_python_calls_rendered_without_commas_are_a_chat_template_bug_not_the_syntax():
+    # vLLM's gemma3 pythonic example template loses the commas between keyword arguments (`f(a="x"b=2)`): those
+    # renderings are no Python; they are skipped with the reason, and the calls are read as Python writes them.
+    glued = PYTHON_LIST.replace("{% if not loop.last %}, {% endif %}{% endfor %})", "{% endfor %})", 1)
+    assert glued != PYTHON_LIST
+    result = infer_template(glued)
+    assert result.ok, result.reasons
+    assert any("without the commas" in reason and "single_call" in reason for reason in result.reasons)
+    assert parse_response('[get_weather(city="Paris", days=3)]<|end|>', result.template, prefix=PROMPT)[
+        "tool_calls"] == [_call("get_weather", {"city": "Paris", "days": 3})]
+    # With the commas written, nothing is skipped for that reason.
+    assert not any("without the commas" in reason for reason in infer_template(PYTHON_LIST).reasons)
+
+
 def test_python_calls_one_per_line_in_a_block():
     result = infer_template(PYTHON_LINES)
     assert result.ok, result.reasons
