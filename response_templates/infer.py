@@ -252,6 +252,7 @@ class _Reasoning:
     always: bool = False  # ... in every turn (no thinking switch)
     conventional: bool = False  # not from the chat template: the common <think> convention
     also: list = field(default_factory=list)  # conventional (open, close) pairs accepted besides the template's
+    bare: bool = False  # opened by text the generation prompt writes; the rendered turn starts with the reasoning
 
 
 @dataclass
@@ -311,6 +312,9 @@ def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
         opener = _tail_token(prompt)
         closer = _closing_of(opener, r.source)
         if not closer:
+            bare = _reasoning_after_text_prefill(r, prompt, reasons)
+            if bare is not None:
+                return bare
             reasons.append("reasoning: the chat template rewrites the last turn and no reasoning markers could be found")
             return None
         prefill = prompt[prompt.rindex(opener):]
@@ -347,6 +351,39 @@ def _find_reasoning(r: _Renderer, reasons: list[str]) -> _Reasoning | None:
         return None
     # The close is the first marker after the reasoning; what follows it belongs to the content's lead-in.
     return _Reasoning(open=opener.strip(), close=_first_token(closer), prefilled=prefilled)
+
+
+def _reasoning_after_text_prefill(r: _Renderer, prompt: str, reasons: list[str]) -> _Reasoning | None:
+    """A generation prompt that ends with plain text the rendered turn drops, before a turn that writes the
+    reasoning bare right after its header.
+
+    Some chat templates end the generation prompt with a sentence that opens the reasoning ('Here are my
+    reasoning steps:' and a line break, Apriel 1.6) while the last turn they render writes the reasoning itself
+    right after the header, then a marker, then the content: prompt = history + header + T, rendered turn =
+    history + header + reasoning + X + content. T is the prompt's own text (the model never writes it: the
+    rendered turn does not keep it), the model writes its reasoning after it and ends it with X. So the
+    reasoning is open from the start of every generation, with T as its (optional) opener and X as its close,
+    and verify reads the rendered turn after the header as the generation (reasoning_synthesis with prefill T:
+    a rendered turn that starts with the reasoning is taken as it is).
+    """
+    try:
+        full = r.render([_user(), _assistant(_CONTENT, True)], False, False)
+    except Exception:
+        return None
+    at = full.rfind(_REASONING)
+    content_at = full.find(_CONTENT, at + 1) if at >= 0 else -1
+    if content_at < 0 or not prompt.startswith(full[:at]):
+        return None
+    head, prefill, closer = full[:at], prompt[at:], full[at + len(_REASONING):content_at]
+    if not (head.endswith("\n") or _tail_token(head)):
+        return None  # the reasoning does not start a line or follow markup: not a turn that starts with it
+    if not prefill.strip() or _TOKEN.search(prefill) or prefill.strip() in full[at:] or not closer.strip():
+        return None
+    r.synthesis = {"prefill": prefill, "close": ""}
+    reasons.append(f"reasoning: the generation prompt ends with {prefill!r}, which the rendered turn drops; the turn "
+                   f"writes the reasoning right after its header and closes it with {_first_token(closer)!r}: the "
+                   "reasoning is open from the start of the generation (verified on the rendered turn after the header)")
+    return _Reasoning(open=prefill.strip(), close=_first_token(closer), prefilled=True, bare=True)
 
 
 # Reasoning delimiters of well-known formats, used only when the chat template writes them in its source but never
@@ -1779,6 +1816,36 @@ def _build(turn: _Turn, reasoning: _Reasoning | None, calls: _Calls | None) -> d
     return template
 
 
+def _calls_end_bare_reasoning(r: _Renderer, template: dict, reasoning: _Reasoning | None, calls: _Calls | None,
+                              reasons: list[str]) -> None:
+    """The call block's opener ends a reasoning that the generation prompt opens with plain text.
+
+    When the reasoning has no markup of its own (see _reasoning_after_text_prefill) and the chat template renders
+    a turn without reasoning with its call block right after the header, where the prompt leaves the reasoning
+    open, a call block at the start of the generation is a call, not reasoning. The block opener (followed by
+    the start of its JSON) then closes the reasoning wherever it comes: also after reasoning text whose closing
+    marker the model left out. That second half is a generalisation the renderings do not show (they always
+    write the marker after reasoning); it is reported.
+    """
+    if reasoning is None or not reasoning.bare or calls is None or calls.kind not in ("json_array", "json_object"):
+        return
+    opener = (calls.literal.get("block_open") or "").strip()
+    if not opener or not _TOKEN.fullmatch(opener):
+        return
+    message = {"role": "assistant", "content": "", "tool_calls": [_call(*_CALL_A, _CALL_IDS[0])]}
+    try:
+        _, generation = r.turn([_user()], message, tools=True)
+    except Exception:
+        return
+    if not generation.lstrip().startswith(opener):
+        return
+    field_ = template["fields"]["reasoning_content"]
+    field_["close_pattern"] += r"|\s*(?=" + _esc(opener) + r"\s*[\[{])"
+    reasons.append(f"reasoning: a turn without reasoning starts with {opener!r} where the prompt leaves the reasoning "
+                   f"open, so {opener!r} ends the reasoning, also after reasoning text without "
+                   f"{reasoning.close!r} (a generalisation, not verified)")
+
+
 # ---------------------------------------------------------------------------------------------
 # The entry point.
 
@@ -1980,6 +2047,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     if not scenarios and thinking is not None and (thinking.prefilled or turn.prefill.strip() == thinking.open):
         thinking.always = _prefilled_everywhere(turn, reasons)
     template = _build(turn, reasoning or guessed, calls)
+    _calls_end_bare_reasoning(r, template, reasoning, calls, reasons)
     _damaged_output_reasons(calls, turn, reasoning or guessed, reasons)
     supports = {"reasoning": reasoning is not None, "tool_calls": calls is not None,
                 "parallel_tool_calls": calls is not None and not any(x.startswith("parallel") for x in reasons)}

@@ -630,7 +630,12 @@ def _split(prompt: str, full: str, message: dict, synthesis: dict | None) -> str
     head = prompt[: len(prompt) - len(synthesis["prefill"])]
     if not full.startswith(head):
         return None
-    return (message.get("reasoning_content") or "") + synthesis["close"] + full[len(head) :]
+    reasoning = message.get("reasoning_content") or ""
+    if reasoning and full[len(head) :].startswith(reasoning):
+        # The rendered turn keeps the reasoning, written bare right after the turn's header (Apriel 1.6): only the
+        # prefill is the prompt's own, and the rest of the turn is what the model writes after it.
+        return full[len(head) :]
+    return reasoning + synthesis["close"] + full[len(head) :]
 
 
 def entry_options(entry: dict, chat_template: str) -> dict | None:

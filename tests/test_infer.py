@@ -679,6 +679,79 @@ def test_nemotron_nano_v2_calls_after_a_prefilled_think_are_inferred(coverage_ro
     assert row.corpus_same == row.corpus_total == 11, row.corpus_diff
 
 
+# The generation prompt ends with a sentence (no markup) that the rendered turn drops; the last turn rendered
+# writes the reasoning bare right after its header, then a marker, then the content (the shape of Apriel 1.6).
+TEXT_PREFILL = """{%- for m in messages %}
+{%- if m.role == 'assistant' %}<|assistant|>
+{% if m.reasoning_content and loop.last %}{{ m.reasoning_content }}
+[ANSWER]
+{% endif %}{{ m.content or '' }}
+{%- if m.tool_calls %}
+<calls>[{% for c in m.tool_calls %}{{ {'name': c.function.name, 'arguments': c.function.arguments} | tojson }}\
+{{ ', ' if not loop.last else '' }}{% endfor %}]</calls>{% endif %}<|end|>
+{% else %}<|{{ m.role }}|>
+{{ m.content }}<|end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|assistant|>
+Thinking it through:
+{% endif %}"""
+TEXT_PREFILL_PROMPT = "<|user|>\nWeather in Oslo?<|end|>\n<|assistant|>\nThinking it through:\n"
+
+
+def test_a_text_prefill_the_rendered_turn_drops_opens_bare_reasoning():
+    result = infer_template(TEXT_PREFILL)
+    assert result.ok, result.reasons
+    assert result.markers["reasoning_open"] == "Thinking it through:"
+    assert result.markers["reasoning_close"] == "[ANSWER]"
+    assert result.options["reasoning_synthesis"] == {"prefill": "Thinking it through:\n", "close": ""}
+    assert "0 skipped" in result.verified and "FAILED" not in result.verified
+
+    def parse(output, prefix=TEXT_PREFILL_PROMPT):
+        return parse_response(output, result.template, prefix=prefix)
+
+    assert parse("Weighing it.\n[ANSWER]\nSunny.<|end|>") == {
+        "role": "assistant", "reasoning_content": "Weighing it.", "content": "Sunny."}
+    calls = '<calls>[{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_time", "arguments": {}}]</calls>'
+    assert parse("Two tools.\n[ANSWER]\nChecking.\n" + calls + "<|end|>") == {
+        "role": "assistant", "reasoning_content": "Two tools.", "content": "Checking.",
+        "tool_calls": [_call("get_weather", {"city": "Oslo"}), _call("get_time", {})]}
+    # The call block ends the reasoning also when the model leaves the marker out (the reported generalisation).
+    assert any("generalisation" in r for r in result.reasons), result.reasons
+    assert parse("Need a tool.\n" + calls + "<|end|>") == {
+        "role": "assistant", "reasoning_content": "Need a tool.",
+        "tool_calls": [_call("get_weather", {"city": "Oslo"}), _call("get_time", {})]}
+    # Cut before the marker: still reasoning; without the prompt too (the reasoning is open from the start).
+    assert parse("Still weighing") == {"role": "assistant", "reasoning_content": "Still weighing"}
+    assert parse("Thinking it through:\nHmm.\n[ANSWER]\nSunny.<|end|>", prefix="") == {
+        "role": "assistant", "reasoning_content": "Hmm.", "content": "Sunny."}
+    # After a tool result the prompt ends the same way: the earlier turn and the result are history.
+    history = TEXT_PREFILL_PROMPT[: -len("Thinking it through:\n")] + "Checking.\n" + calls + "<|end|>\n<|tool|>\n4<|end|>\n"
+    assert parse("It says 4.\n[ANSWER]\nIt is 4 degrees.<|end|>", prefix=history + "<|assistant|>\nThinking it through:\n") == {
+        "role": "assistant", "reasoning_content": "It says 4.", "content": "It is 4 degrees."}
+
+
+def test_a_dropped_text_prefill_without_rendered_reasoning_is_still_a_clear_cannot_infer():
+    # The same prompt, but the chat template never writes reasoning: nothing says what the sentence opens.
+    source = TEXT_PREFILL.replace("{% if m.reasoning_content and loop.last %}", "{% if false %}")
+    result = infer_template(source)
+    assert not result.ok
+    assert "not a prefix of the rendered assistant turn" in result.reasons[-1], result.reasons
+
+
+@needs_folder
+def test_apriel_16_thinker_is_inferred_and_parses_its_own_corpus_cases(coverage_rows):
+    row = _row(coverage_rows, "llamacpp--Apriel-1.6-15b-Thinker-fixed.jinja")
+    assert row.inferred, row.result.reasons
+    assert row.result.markers["reasoning_close"] == "[BEGIN FINAL RESPONSE]"
+    assert row.result.markers["prompt_prefill"] == "Here are my reasoning steps:\n"
+    # Every case written after an Apriel 1.6 prompt parses as with the library; the two Apriel 1.5 cases (prompt
+    # ending '<|assistant|>', answer closed by '[END FINAL RESPONSE]') are a format this chat template never renders.
+    assert sorted(name for name, _, _ in row.corpus_diff) == [
+        "v15_end_marker_then_calls", "v15_final_response_with_end_marker"], row.corpus_diff
+    assert row.corpus_same == row.corpus_total - 2
+
+
 ADDRESSED = """{%- for m in messages %}
 {%- if m.role == 'assistant' %}
 {%- if m.reasoning_content %}<|start|>assistant to=self<|message|>{{ m.reasoning_content }}<|eom|>{% endif %}

@@ -209,6 +209,29 @@ def test_reasoning_synthesis_builds_the_generation_for_templates_that_drop_reaso
     assert report.cases[0].generation.startswith("The user wants a short fact.")
 
 
+# A chat template whose generation prompt ends with a sentence the rendered turn drops, and whose rendered turn
+# writes the reasoning bare after its header (like Apriel 1.6's).
+KEEPS_BARE_REASONING = (
+    "{% for m in messages %}<|begin_{{ m.role }}|>\n{% if m.role == 'assistant' and m.reasoning_content %}"
+    "{{ m.reasoning_content }}\n[BEGIN FINAL RESPONSE]\n{% endif %}{{ m.content }}\n<|end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|begin_assistant|>\nHere are my reasoning steps:\n{% endif %}"
+)
+
+
+def test_reasoning_synthesis_keeps_a_rendered_turn_that_starts_with_the_reasoning():
+    supports = {"reasoning": True, "tool_calls": False, "parallel_tool_calls": False}
+    template = library.get_template("apriel_thinker")
+    without = verify(template, KEEPS_BARE_REASONING, supports=supports)
+    assert not without.ok and "not a prefix" in without.cases[0].diff[0]
+    options = {"reasoning_synthesis": {"prefill": "Here are my reasoning steps:\n", "close": "\n"}}
+    report = verify(template, KEEPS_BARE_REASONING, options=options, supports=supports)
+    assert report.ok, report.summary()
+    # The rendered turn as written after the header: the reasoning once, not synthesised in front of it again.
+    reasoning = report.cases[0].expected["reasoning_content"]
+    assert report.cases[0].generation.startswith(reasoning + "\n[BEGIN FINAL RESPONSE]\n")
+    assert report.cases[0].generation.count(reasoning) == 1
+
+
 def test_reasoning_in_content_for_templates_that_read_reasoning_from_content():
     chat_template = DROPS_REASONING.replace("<think>\n{% endif %}", "{% endif %}")
     supports = {"reasoning": True, "tool_calls": False, "parallel_tool_calls": False}
