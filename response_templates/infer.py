@@ -1419,7 +1419,26 @@ def _python_calls(one, start) -> _Calls:
     calls.transform = {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}
     calls.end_guard = r"(?<=\])"
     calls.literal = {"block_open": before, "block_close": after, "arguments": "Python call list"}
+    _python_close_outside_strings(calls, one[start:end])
     return calls
+
+
+def _python_close_outside_strings(calls: _Calls, rendered: str) -> None:
+    """A Python call list with no closing markup ends at its ')]', but string values may hold ')]' too.
+
+    The chat template writes string values quoted ("Paris" or 'Paris'), and a quoted value may contain any text. A
+    ')]' ends the list when the text after it, up to the next quote, reaches a line break or the end of the text, or
+    a quote that does not end a value (one followed by ',', ')', ']' or '}' ends a value: that ')]' was inside a
+    string). Text after a real end rarely starts that way (a model writing text after its calls writes words). Past
+    200 characters without a quote or a line break, the ')]' ends the list. Written as a lookahead that holds (not
+    one that must fail), so a stream cut right after ')]' waits for the text that decides. Only when no markup closes
+    the list: closing markup after ')]' is evidence enough.
+    """
+    quoted = re.escape(_CALL_A[1]["city"])
+    if calls.close != r"(?<=\)\s*\])" or not re.search(r"=\s*([\"'])" + quoted + r"\1", rendered):
+        return  # closing markup follows the list, or string values are not written quoted
+    text = r"(?:[^\"'\\\n]|\\.)"  # up to the next quote or line break
+    calls.close += r"(?=" + text + r"{0,200}(?:\n|\Z|[\"']\s*(?:[^\s,)\]}]|\Z))|" + text + "{200})"
 
 
 def _xml_calls(r, turn, one, two, reasons) -> _Calls:

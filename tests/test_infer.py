@@ -387,6 +387,34 @@ def test_python_calls_rendered_without_commas_are_a_chat_template_bug_not_the_sy
     assert not any("without the commas" in reason for reason in infer_template(PYTHON_LIST).reasons)
 
 
+
+def test_python_call_list_close_written_inside_a_string_value_does_not_end_the_list():
+    # The chat template writes string values quoted, so a value may hold the list's own ')]': read inside the
+    # string, it does not end the list; the real ')]' still does, with or without text after it.
+    result = infer_template(PYTHON_LIST)
+    assert result.ok, result.reasons
+    output = '[search_web(query="f(x)] and [g(y)]", max_results=2), get_time(note=\'a)]\')]<|end|>'
+    assert parse_response(output, result.template, prefix=PROMPT)["tool_calls"] == [
+        _call("search_web", {"query": "f(x)] and [g(y)]", "max_results": 2}), _call("get_time", {"note": "a)]"})]
+    escaped = '[save(text="say \\"x)]\\" twice")]<|end|>'
+    assert parse_response(escaped, result.template, prefix=PROMPT)["tool_calls"] == [
+        _call("save", {"text": 'say "x)]" twice'})]
+    after = '[get_time()]Done, "quoted" words follow.<|end|>'
+    assert parse_response(after, result.template, prefix=PROMPT) == {
+        "role": "assistant", "tool_calls": [_call("get_time", {})], "content": 'Done, "quoted" words follow.'}
+    for text in (output, escaped, after):  # streamed one character at a time: the same messages
+        parser = ResponseParser(result.template, prefix=PROMPT)
+        for ch in text:
+            parser.feed(ch)
+        assert parser.finalize()[0] == parse_response(text, result.template, prefix=PROMPT)
+
+
+@needs_folder
+def test_gemma3_pythonic_reads_a_close_inside_a_string_value(coverage_rows):
+    row = _row(coverage_rows, "vllm-example--tool_chat_template_gemma3_pythonic.jinja")
+    assert row.inferred, row.result.reasons
+    assert "strings_with_brackets_quotes_unicode" not in [name for name, _, _ in row.corpus_diff], row.corpus_diff
+
 def test_python_calls_one_per_line_in_a_block():
     result = infer_template(PYTHON_LINES)
     assert result.ok, result.reasons
