@@ -46,10 +46,11 @@ calls arrive parsed on their `region_close`. How each was verified:
   in arguments, multi-turn prefixes, truncated output, ...), each parsed one-shot and character by
   character, and compared with transformers 5.25's own parser.
 - **real outputs**: `tests/data/real_outputs/<name>.json`, outputs written in the shapes the serving engines'
-  parser test suites record from real models (a doubled or missing marker, an end token inside the reasoning,
-  a call written before `</think>`, engine-specific variants such as Gemma 4 bare `call:` or Mistral calls
-  without `[ARGS]`), each with the shape it stands for; parsed the same three ways. A shape the format cannot
-  express is kept as an expected failure with its reason.
+  parser test suites (vLLM, llama.cpp, SGLang) record from real models (a doubled or missing marker, an end
+  token inside the reasoning, a call written before `</think>`, a tool block with no opener, a generation cut
+  right after a marker, engine-specific variants such as Gemma 4 bare `call:` or Mistral calls without
+  `[ARGS]`), each with the shape it stands for and where it was learned; parsed the same three ways. A shape
+  the format cannot express, or that is ambiguous, is kept as an expected failure with its reason.
 
 """
 

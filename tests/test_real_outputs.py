@@ -1,11 +1,12 @@
 """Outputs shaped like what real models write, for every library template: the library gives the expected message.
 
 The cases in tests/data/real_outputs/<template>.json are written for this project (values are our own) in the shapes
-that the public test suites of serving engines' parsers (chiefly vLLM's tests/tool_parsers/ and tests/reasoning/) record
-from real models: whitespace and newlines around markers, a missing or doubled marker, text before, between and after
+that the public test suites of serving engines' parsers record from real models (vLLM's tests/tool_parsers/ and
+tests/reasoning/; llama.cpp's tests/test-chat.cpp and test-chat-parser.cpp; SGLang's function-call parser tests): whitespace and newlines around markers, a missing or doubled marker, text before, between and after
 calls, parallel calls, empty arguments, nested JSON, strings holding quotes, newlines, unicode escapes or marker text,
 calls without reasoning, reasoning cut off or ended by the end-of-turn token, a prompt that already opened the
-reasoning block. Each case names the shape it stands for in `shape`.
+reasoning block. Each case names the shape it stands for in `shape` and, for the later cases, where that shape was
+learned in `source`.
 
 Every case is parsed one-shot and streamed one character at a time, and must give `expected`; cases that
 transformers' parser also handles (all but `truncated` ones) must give the same message there. A case the format
@@ -53,6 +54,8 @@ def test_real_output_files_are_well_formed():
         assert len(case_names) == len(set(case_names)), f"{path.name}: duplicate case names"
         for case in cases:
             assert case.get("shape"), f"{path.name}/{case['name']}: no shape given"
+            if "source" in case:
+                assert isinstance(case["source"], str) and case["source"], f"{path.name}/{case['name']}: empty source"
             assert case["expected"]["role"] == "assistant"
 
 
