@@ -294,3 +294,36 @@ def test_delimiters_far_into_a_short_text_are_found_as_when_streaming(name):
             assert outcome(rt.parse_response, text, template, prefix=case["prefix"]) == outcome(
                 streamed, template, text, case["prefix"], 9
             ), (case["name"], len(lead))
+
+
+def test_delimiters_led_by_a_lookbehind_are_found_past_many_false_candidates():
+    """A close led by lookbehinds (tried at the candidates after each `]` or `}`, then by one search once more than
+    a few candidates failed, and no more tried at candidates once that happens often): the same message as streaming
+    and as transformers, wherever the real close lies among the false ones."""
+    from transformers.utils.chat_parsing import parse_response as reference
+
+    template = _template(
+        {
+            "calls": {
+                "open": "[CALLS]",
+                "close_pattern": r"(?<=\])\s*</s>|(?<=\}\s*\])\s*\Z|(?<=\})(?=\n\n)",
+                "content": "json",
+            },
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    compiled = load_template(template)
+    plan = build_short_plan(compiled.field_watch["calls"])
+    assert plan is not None and plan.hop > 0
+    for falses in range(0, 12):
+        body = json.dumps([{"n": [[i], {"k": [i]}]} for i in range(falses)])
+        for tail in ("</s>", "  </s>rest", "", "\n\nafter"):
+            text = "hi [CALLS]" + body + tail
+            one = outcome(rt.parse_response, text, template, prefix="")
+            assert one == outcome(streamed, template, text, "", 3), text
+            expected = outcome(reference, text, template, prefix="")
+            assert one[0] == expected[0] and (one[0] != "ok" or one == expected), text
+    used = load_template(template).field_watch["calls"].short_plan
+    assert used.hop <= 0  # most searches needed more than a few candidates: plain search from now on
+    text = "hi [CALLS][1, [2], {\"a\": [3]}]</s>"
+    assert rt.parse_response(text, template, prefix="") == {"content": "hi", "calls": [1, [2], {"a": [3]}]}
