@@ -133,3 +133,46 @@ def test_a_catastrophic_delimiter_still_times_out_and_a_safe_one_still_parses():
         assert rt.parse_response("hi " + " " * 300 + "x <c>y.", template, prefix="") == {"content": "hi", "call": "y"}
     finally:
         rt.set_regex_timeout(before)
+
+
+# xml-inline tag patterns (core/content.py): on a region of at most `_UNTIMED_MOST` characters, a tag pattern judged
+# safe is read without the per-call timeout; the others keep it.
+@pytest.mark.parametrize("pattern", RISKY + [r"<t>(?P<key>(?:a|aa)*)c</t>(?P<value>)", r"<a>(?P<key>\s*\s*)(?P<value>x*)</a>"])
+def test_a_tag_pattern_that_can_backtrack_badly_keeps_the_timeout(pattern):
+    from response_templates.core.content import _safe_tags
+
+    assert not _safe_tags(pattern)
+
+
+def test_library_tag_patterns_with_one_way_to_split_are_read_without_the_timeout():
+    from response_templates.core.content import _safe_tags
+
+    assert _safe_tags(r'<parameter=(?P<key>[^>\s]+)>\n?(?P<value>.*?)\n?</parameter>(?=\s*(?:<parameter=|$))')
+    assert _safe_tags(r'<param\s+name="(?P<key>[^"]+)"\s*>(?:<!\[CDATA\[(?P<value>.*?)\]\]>|(?P<value>[^<]*))</param>')
+
+
+@pytest.mark.parametrize("size", [30, 600])
+def test_a_catastrophic_tag_pattern_times_out_on_a_short_region_too(size):
+    before = rt.get_regex_timeout()
+    rt.set_regex_timeout(0.05)
+    try:
+        template = {
+            "start_anchor": "S",
+            "fields": {
+                "calls": {
+                    "open": "<c>",
+                    "close": "</c>",
+                    "content": "xml-inline",
+                    "content_args": {"tag_pattern": r"<t>(?P<key>(?:a|aa)*)c</t>(?P<value>)"},
+                },
+                "content": {},
+            },
+        }
+        text = "<c><t>" + "a" * size + "</t></c>"
+        with pytest.raises(rt.RegexTimeoutError, match="tag_pattern"):
+            rt.parse_response(text, template, prefix="")
+        safe = {**template["fields"]["calls"], "content_args": {"tag_pattern": r"<t>(?P<key>[a-z]*)=(?P<value>[^<]*)</t>"}}
+        template = {**template, "fields": {**template["fields"], "calls": safe}}
+        assert rt.parse_response("<c><t>k=v</t><t>j=" + "w" * size + "</t></c>", template, prefix="") == {"calls": {"k": "v", "j": "w" * size}}
+    finally:
+        rt.set_regex_timeout(before)

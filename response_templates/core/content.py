@@ -23,6 +23,7 @@ from .errors import (
     timeout_message,
 )
 from .limits import JSONTooDeepError, load_json
+from .scan import analyze
 
 
 def parse_text(text: str, args: dict) -> str:
@@ -132,12 +133,35 @@ def _value_with(raw: str, value_parser: dict | None) -> Any:
     return parse_content(raw, value_parser.get("name", "text"), value_parser.get("args", {}))
 
 
+# A region at most this long is read with a tag_pattern that cannot backtrack badly (`scan.analyze(...).safe`:
+# each anchored try is linear) without `regex`'s per-call timeout, which costs microseconds a call (each step of
+# `finditer`); the matches are found by at most one try per character, so their cost is bounded by the square of
+# this length. Longer regions, and other patterns, keep the timeout.
+_UNTIMED_MOST = 512
+_SAFE_TAGS: dict = {}
+
+
+def _safe_tags(pattern: str) -> bool:
+    safe = _SAFE_TAGS.get(pattern)
+    if safe is None:
+        scan = analyze(pattern)
+        safe = scan is not None and scan.safe
+        if len(_SAFE_TAGS) >= _COMPILED_LIMIT:
+            _SAFE_TAGS.clear()
+        _SAFE_TAGS[pattern] = safe
+    return safe
+
+
 def _finditer(pattern: str, text: str) -> list:
     """Every match of a template's tag_pattern, within the regex time budget of the call in progress (a budget of
     its own, for the text's size, when called outside one)."""
     try:
         with regex_budget(len(text)):
-            return list(_compiled(("tags", pattern), pattern).finditer(text, timeout=regex_time_left()))
+            compiled = _compiled(("tags", pattern), pattern)
+            if len(text) <= _UNTIMED_MOST and _safe_tags(pattern):
+                regex_time_left()  # the budget of the call may already be spent
+                return list(compiled.finditer(text))
+            return list(compiled.finditer(text, timeout=regex_time_left()))
     except TimeoutError:
         raise RegexTimeoutError(timeout_message(f"xml-inline: tag_pattern {excerpt(pattern)}")) from None
 
