@@ -327,3 +327,16 @@ def test_delimiters_led_by_a_lookbehind_are_found_past_many_false_candidates():
     assert used.hop <= 0  # most searches needed more than a few candidates: plain search from now on
     text = "hi [CALLS][1, [2], {\"a\": [3]}]</s>"
     assert rt.parse_response(text, template, prefix="") == {"content": "hi", "calls": [1, [2], {"a": [3]}]}
+
+
+@pytest.mark.parametrize("name", rt.list_templates())
+def test_longer_texts_found_at_the_first_candidates_give_the_streamed_message(name):
+    """Texts past 512 characters (the one-shot plan tried at a few candidates for the first delimiters, the
+    streaming search for the rest and whenever those candidates do not match): the message streaming gives."""
+    corpus = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))
+    template = rt.get_template(name)
+    for case in corpus["cases"][:8]:
+        output = case["output"]
+        for text in (output * 4, PROSE * 4 + output, output + PROSE * 4, (output + PROSE) * 3):
+            one = outcome(rt.parse_response, text, template, prefix=case["prefix"])
+            assert one == outcome(streamed, template, text, case["prefix"], 37), (case["name"], len(text))

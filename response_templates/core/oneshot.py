@@ -19,6 +19,10 @@ keeps the regex time limit (the budget of the call), and the error names that de
 is two or three repeats that share a few characters (`\\s*\\]?\\s*`) keeps it only on a text that holds a long run of
 those characters (`scan.PatternScan.shared_runs`, `run_limit`): without one, its tries cost at most 16 times a
 linear try.
+
+A longer text (`find_near`) gets the plan too, for its first few delimiters only, and only tried anchored at the
+first few places where one of them may start: a bounded number of linear tries. When none of them matches, the
+streaming search (`parser.find_delimiter`) takes over, as it does for every delimiter past the first few.
 """
 
 from __future__ import annotations
@@ -300,6 +304,51 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     work[0] += len(text) - begin
     if match is None:
         return None
+    return _resolve(plan, text, match, timed)
+
+
+def find_near(plan: ShortPlan, text: str, pos: int) -> tuple | None:
+    """`find_short` for a longer text, linear: the combined pattern tried anchored at the first `_CANDIDATES`
+    candidates only (each try is linear in the text for the patterns that run without the time limit). FAR when
+    none of them matches: the caller runs the streaming search (`find_delimiter`), which never rescans."""
+    if plan.bound is None:
+        return FAR
+    match = None
+    timed = plan.timed
+    if plan.gate is not None:
+        seen = plan.seen
+        if seen[0] is not text:
+            seen = plan.seen = (text, plan.gate.search(text) is not None)
+        timed = seen[1]
+    size = len(text)
+    try:
+        if pos == 0 and plan.begins:
+            match = plan.match(text, 0, timeout=regex_time_left()) if timed else plan.match(text, 0)
+            if match is None:
+                pos = 1
+        if match is None:
+            if not timed:
+                regex_time_left()  # the budget of the call may already be spent
+            for _ in range(_CANDIDATES):
+                pos = _first_candidate(plan.bound, text, pos)
+                if pos >= size:
+                    work[0] += _CANDIDATES
+                    return None
+                match = plan.match(text, pos, timeout=regex_time_left()) if timed else plan.match(text, pos)
+                if match is not None:
+                    break
+                pos += 1
+            else:
+                return FAR
+    except TimeoutError:
+        raise _timeout(plan.culprit) from None
+    work[0] += _CANDIDATES
+    return _resolve(plan, text, match, timed)
+
+
+def _resolve(plan: ShortPlan, text: str, match: Any, timed: bool) -> tuple | None:
+    """The delimiter a match of the combined pattern found: the longest (then by rank) of the delimiters matching
+    where it starts, with its named groups."""
     start = match.start()
     if start >= len(text):
         return None
