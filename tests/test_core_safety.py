@@ -176,3 +176,20 @@ def test_a_catastrophic_tag_pattern_times_out_on_a_short_region_too(size):
         assert rt.parse_response("<c><t>k=v</t><t>j=" + "w" * size + "</t></c>", template, prefix="") == {"calls": {"k": "v", "j": "w" * size}}
     finally:
         rt.set_regex_timeout(before)
+
+
+def test_a_tag_pattern_with_a_pair_of_repeats_sharing_spaces_is_untimed_only_without_a_long_run_of_them():
+    from response_templates.core.content import _untimed_tags
+
+    pattern = r"<p=(?P<key>[^>\n]+)>\n?(?P<value>.*?)\n?(?:</p>|\s*(?=<p=|\Z))"  # `.*?` then `\s*`: a shared pair
+    assert _untimed_tags(pattern, "<p=a>\n1\n</p><p=b>x y</p>")
+    assert not _untimed_tags(pattern, "<p=a>\n1" + " " * 16 + "\n</p>")  # a run of 16 spaces: timed
+    assert not _untimed_tags(pattern, "<p=a>" + "x" * 600 + "</p>")  # a long region: timed
+    for shape in (r"<t>(?P<key>(?:a|aa)*)c</t>(?P<value>)", r"<a>(?P<key>.*?)\s*.*?\s*.*?\s*(?P<value>x)</a>"):
+        assert not _untimed_tags(shape, "<t>ac</t>")  # no small shared set, or exponential: always timed
+    template = {"start_anchor": "S", "fields": {"calls": {"open": "<c>", "close": "</c>", "content": "xml-inline", "content_args": {"tag_pattern": pattern}}, "content": {}}}
+    from transformers.utils.chat_parsing import parse_response as reference
+
+    for body, calls in (("<p=a>\n1\n</p><p=b>x y</p>", {"a": "1", "b": "x y"}), ("<p=a>1" + " " * 20 + "</p><p=b>2", {"a": "1" + " " * 20, "b": "2"})):
+        text = "<c>" + body + "</c>"
+        assert rt.parse_response(text, template, prefix="") == reference(text, template, prefix="") == {"calls": calls}

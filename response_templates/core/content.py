@@ -136,20 +136,34 @@ def _value_with(raw: str, value_parser: dict | None) -> Any:
 # A region at most this long is read with a tag_pattern that cannot backtrack badly (`scan.analyze(...).safe`:
 # each anchored try is linear) without `regex`'s per-call timeout, which costs microseconds a call (each step of
 # `finditer`); the matches are found by at most one try per character, so their cost is bounded by the square of
-# this length. Longer regions, and other patterns, keep the timeout.
+# this length. So is a pattern whose only risk is a pair (or chain of three) of repeats sharing a few characters,
+# on a region without a long run of those (`scan.quiet`: each try then costs at most 16 linear tries). Longer
+# regions, and other patterns, keep the timeout.
 _UNTIMED_MOST = 512
-_SAFE_TAGS: dict = {}
+_TAG_SCANS: dict = {}
+
+
+def _tag_scan(pattern: str) -> Any:
+    if pattern not in _TAG_SCANS:
+        if len(_TAG_SCANS) >= _COMPILED_LIMIT:
+            _TAG_SCANS.clear()
+        _TAG_SCANS[pattern] = analyze(pattern)
+    return _TAG_SCANS[pattern]
 
 
 def _safe_tags(pattern: str) -> bool:
-    safe = _SAFE_TAGS.get(pattern)
-    if safe is None:
-        scan = analyze(pattern)
-        safe = scan is not None and scan.safe
-        if len(_SAFE_TAGS) >= _COMPILED_LIMIT:
-            _SAFE_TAGS.clear()
-        _SAFE_TAGS[pattern] = safe
-    return safe
+    scan = _tag_scan(pattern)
+    return scan is not None and scan.safe
+
+
+def _untimed_tags(pattern: str, text: str) -> bool:
+    """Whether `text` (short) is read with `pattern` without the per-call timeout (see `_UNTIMED_MOST`)."""
+    if len(text) > _UNTIMED_MOST:
+        return False
+    scan = _tag_scan(pattern)
+    if scan is None:
+        return False
+    return scan.safe or (scan.long_run is not None and scan.long_run.search(text) is None)
 
 
 def _finditer(pattern: str, text: str) -> list:
@@ -158,7 +172,7 @@ def _finditer(pattern: str, text: str) -> list:
     try:
         with regex_budget(len(text)):
             compiled = _compiled(("tags", pattern), pattern)
-            if len(text) <= _UNTIMED_MOST and _safe_tags(pattern):
+            if _untimed_tags(pattern, text):
                 regex_time_left()  # the budget of the call may already be spent
                 return list(compiled.finditer(text))
             return list(compiled.finditer(text, timeout=regex_time_left()))
