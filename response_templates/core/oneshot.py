@@ -30,10 +30,14 @@ from __future__ import annotations
 from time import perf_counter
 from typing import Any
 
+import re
+import warnings
+
 import regex
 
+from . import scan as scan_module
 from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
-from .scan import top_alternatives, work
+from .scan import sre_constants, sre_parse, top_alternatives, work
 
 # Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
 _CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
@@ -157,21 +161,155 @@ def _bound(items: list) -> _Bound | None:
 _SAFE, _TIMED, _GATED = 0, 1, 2
 
 
-def _unsafe(item: Any) -> int:
-    """Whether the tries of a delimiter keep the per-call timeout: never, always, or on a text with a long run."""
+def _unsafe(item: Any) -> tuple:
+    """Whether the tries of a delimiter keep the per-call timeout: never, always, or on a text with a long run (then
+    with the characters of such a run and how long it may be)."""
     delimiter = item.delimiter
-    if delimiter.literals is not None or (delimiter.scan is not None and delimiter.scan.safe):
-        return _SAFE
-    if delimiter.scan is not None and delimiter.scan.shared_runs:
-        return _GATED
-    return _TIMED
+    scan = delimiter.scan
+    if delimiter.literals is not None or (scan is not None and scan.safe):
+        return _SAFE, None, 0
+    if scan is not None and scan.shared_runs:
+        return _GATED, scan.shared_runs, scan.run_limit
+    if scan is not None:
+        return _loop_verdict(delimiter.regex.pattern)
+    return _TIMED, None, 0
+
+
+# -- repeats of a body led by a character it holds nowhere else ---------------------------------------------------
+#
+# `scan._risky` judges any repeat of more than one character that holds a repeat risky (`(?:x*)*` splits a text in
+# many ways). A body that begins with a character it cannot take anywhere else (`(?:<think>\s*)+`: `<`, which
+# `think>\s*` never takes) splits a text in one way only: each repetition starts at one of those characters and ends
+# before the next. Backtracking into such a loop can only end it earlier: at any place within the text the loop took,
+# as a repeat of one class holding every character of the body would. So the pattern is judged as the one with the
+# loop written as its body once (optional when the loop may repeat zero times), followed by an optional run that
+# starts with that character and goes on with any character of the body (`(?:<[<think>\s]*)?`): the repeats after
+# it that share characters with that run are pairs as `scan._risky` counts them (a gate on long runs of the shared
+# characters, or the timeout), and nested loops, or bodies of other shapes, keep the timeout.
+
+
+def _loop_verdict(pattern: str) -> tuple:
+    """`_unsafe` for a pattern `scan` judged risky without pairs (see above)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            parsed = sre_parse.parse(scan_module._NAMED.sub(lambda m: m.group(1) + "(", pattern), re.DOTALL)
+        if parsed.state.flags & (re.IGNORECASE | re.MULTILINE):
+            return _TIMED, None, 0
+        model = _unrolled(list(parsed))
+        if model is None or scan_module._nested(model, False):
+            return _TIMED, None, 0
+        pairs: list = []
+        if not scan_module._ambiguous(model, (), None)[0]:
+            return _SAFE, None, 0
+        if scan_module._ambiguous(model, (), pairs)[0]:
+            return _TIMED, None, 0
+        shared = scan_module._shared(pairs)
+        if shared is None:
+            return _TIMED, None, 0
+        return _GATED, shared, scan_module.LONG_RUN if max(depth for _, _, depth in pairs) <= 2 else scan_module._CHAIN_RUN
+    except (scan_module._Unknown, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
+        return _TIMED, None, 0
+
+
+_REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, getattr(sre_constants, "POSSESSIVE_REPEAT", object()))
+_TAKERS = (sre_constants.LITERAL, sre_constants.NOT_LITERAL, sre_constants.ANY, sre_constants.IN)
+
+
+def _unrolled(items: list) -> list | None:
+    """`items` with each loop of a body led by a character it holds nowhere else written as described above, or
+    None when a loop of another body (more than one character) has a repeat or an alternation inside."""
+    out: list = []
+    for op, av in items:
+        if op in _REPEATS:
+            least, most, body = av
+            body = list(body)
+            loops = most is sre_constants.MAXREPEAT or most > 1
+            if not loops or scan_module._single(body) is not None or not scan_module._nested(body, True):
+                inner = _unrolled(body)
+                if inner is None:
+                    return None
+                out.append((op, (least, most, inner)))
+                continue
+            if not body or body[0][0] is not sre_constants.LITERAL or scan_module._nested(body, False):
+                return None
+            lead = body[0][1]
+            run = _run_of(body[1:], chr(lead))
+            if run is None:
+                return None
+            once = [(sre_constants.SUBPATTERN, (None, 0, 0, body))]
+            out.append((sre_constants.MAX_REPEAT, (0, 1, once)) if least == 0 else once[0])
+            rest = [(sre_constants.LITERAL, lead), (sre_constants.MAX_REPEAT, (0, sre_constants.MAXREPEAT, [run]))]
+            out.append((sre_constants.MAX_REPEAT, (0, 1, [(sre_constants.SUBPATTERN, (None, 0, 0, rest))])))
+        elif op is sre_constants.SUBPATTERN:
+            inner = _unrolled(list(av[3]))
+            if inner is None:
+                return None
+            out.append((op, (av[0], av[1], av[2], inner)))
+        elif op is sre_constants.BRANCH:
+            alternatives = [_unrolled(list(alternative)) for alternative in av[1]]
+            if any(alternative is None for alternative in alternatives):
+                return None
+            out.append((op, (av[0], alternatives)))
+        elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
+            inner = _unrolled(list(av[1]))
+            if inner is None:
+                return None
+            out.append((op, (av[0], inner)))
+        elif op is getattr(sre_constants, "ATOMIC_GROUP", object()):
+            inner = _unrolled(list(av))
+            if inner is None:
+                return None
+            out.append((op, inner))
+        else:
+            out.append((op, av))
+    return out
+
+
+def _run_of(items: list, lead: str) -> tuple | None:
+    """A one-character class holding every character `items` may take (any character when one of them is a negated
+    class), or None when some of them may take `lead` (or the analysis cannot tell)."""
+    pieces: list = []
+    wide = False
+    for op, av in _takers(items):
+        chars = scan_module._charset(op, av)
+        source = chars.source()
+        if source is None or regex.match(source, lead, regex.DOTALL) is not None:
+            return None
+        if op is sre_constants.LITERAL:
+            pieces.append((sre_constants.LITERAL, av))
+        elif op is sre_constants.IN and not any(kind is sre_constants.NEGATE for kind, _ in av):
+            pieces.extend(av)
+        else:
+            wide = True
+    pieces.append((sre_constants.LITERAL, ord(lead)))
+    return (sre_constants.ANY, None) if wide else (sre_constants.IN, pieces)
+
+
+def _takers(items: list):
+    """Every item of a sequence that takes a character, inside groups, repeats and alternations (not lookarounds,
+    which take none); raises `scan._Unknown` on anything else that could (a backreference)."""
+    for op, av in items:
+        if op in _TAKERS:
+            yield op, av
+        elif op in _REPEATS:
+            yield from _takers(list(av[2]))
+        elif op is sre_constants.SUBPATTERN:
+            yield from _takers(list(av[3]))
+        elif op is sre_constants.BRANCH:
+            for alternative in av[1]:
+                yield from _takers(list(alternative))
+        elif op is getattr(sre_constants, "ATOMIC_GROUP", object()):
+            yield from _takers(list(av))
+        elif op not in (sre_constants.ASSERT, sre_constants.ASSERT_NOT, sre_constants.AT):
+            raise scan_module._Unknown
 
 
 def build_short_plan(watch: Any) -> ShortPlan | None:
     """The plan of a watch, or None when it watches nothing or a pattern cannot join an alternation."""
     if not watch.items:
         return None
-    pieces, tries = [], []
+    pieces, tries, verdicts = [], [], []
     names = tuple(_WRAPPER.format(index) for index in range(len(watch.items)))
     for index, item in enumerate(watch.items):
         pattern = item.delimiter.regex
@@ -181,7 +319,9 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
             if any(name in pattern.groupindex for name in names):
                 return None
         pieces.append(f"(?P<{names[index]}>{pattern.pattern})")
-        tries.append((item, pattern.match, _unsafe(item), bool(pattern.groupindex), _may_start(item)))
+        verdict = _unsafe(item)
+        verdicts.append(verdict)
+        tries.append((item, pattern.match, verdict[0], bool(pattern.groupindex), _may_start(item)))
     try:
         combined = regex.compile("|".join(pieces), regex.DOTALL)
     except (regex.error, OverflowError, RecursionError, ValueError):
@@ -190,12 +330,12 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
         return None
     unsafe = [item for item, _, timed, _, _ in tries if timed]
     always = any(timed == _TIMED for _, _, timed, _, _ in tries)
-    gated = [item.delimiter.scan for item, _, timed, _, _ in tries if timed == _GATED]
+    gated = [(shared, limit) for kind, shared, limit in verdicts if kind == _GATED]
     gate = None
     if gated and not always:
         try:
-            shared = "".join(scan.shared_runs for scan in gated)
-            gate = regex.compile(f"[{shared}]{{{min(scan.run_limit for scan in gated)}}}")
+            shared = "".join(runs for runs, _ in gated)
+            gate = regex.compile(f"[{shared}]{{{min(limit for _, limit in gated)}}}")
         except (regex.error, OverflowError, RecursionError, ValueError):
             always = True
     regexes = [item for item in watch.items if item.delimiter.literals is None]
