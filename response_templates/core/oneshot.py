@@ -45,13 +45,8 @@ _PLAIN_FLAGS = regex.compile("", regex.DOTALL).flags
 # The rest of the text from which the search begins at the first candidate (see build_short_plan).
 _BOUND_FROM = 128
 _BOUND_FROM_TIMED = 32
-# Where a watch's delimiters may start (`_Bound`), `find_short` tries the combined pattern anchored at the first
-# candidate, then at the next one past it, and so on, up to this many: the `regex` module's search tries every
-# alternative at every character (tens to hundreds of nanoseconds a character), while finding a candidate takes one
-# search for the trigger characters, which it skips to fast. Past this many candidates (text dense with triggers,
-# or a delimiter that may start anywhere in a window after a literal), one search from the next candidate.
+# In a longer text (`find_near`), the combined pattern is tried anchored at this many candidates at most.
 _CANDIDATES = 4
-_HOP_MOST = 8
 # Past this much text from the first candidate, which of the combined search (it tries every alternative at every
 # character, but stops at the first delimiter) and one search per delimiter (each skips what the regex engine rules
 # out fast, but runs to that delimiter's own first match) costs less depends on the patterns and the text. Each plan
@@ -69,7 +64,7 @@ class ShortPlan:
 
     __slots__ = (
         "search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins", "costs", "gate",
-        "seen", "hop",
+        "seen", "behind",
     )
 
     def __init__(
@@ -95,14 +90,12 @@ class ShortPlan:
         # one search per delimiter]
         self.costs = [0.0, 0, 0.0, 0]
         self.begins = any(item.delimiter.scan is not None and item.delimiter.scan.begin for item, *_ in tries)
-        # every delimiter may start right after a character or a literal, as a lookbehind at its lead says (which
-        # the search tries at every character): anchored tries at the candidates instead (see `_CANDIDATES`). A
-        # score: each search that found its delimiter within `_CANDIDATES` tries raises it, each that did not lowers
-        # it twice as much; at zero the plan keeps the plain search.
-        self.hop = _HOP_MOST if bound is not None and all(
+        # every delimiter is led by a lookbehind, which the search tries at every character (slower, as a timed
+        # search): the search begins at the first candidate from a shorter rest of the text on
+        self.behind = bound is not None and all(
             item.delimiter.scan is not None and (item.delimiter.scan.after is not None or item.delimiter.scan.near)
             for item, *_ in tries
-        ) else 0
+        )
 
 
 class _Bound:
@@ -388,7 +381,6 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     (also when the first one starts at the very end of the text, as `find_delimiter`)."""
     match = None
     timed = plan.timed
-    begin = pos
     if plan.gate is not None:
         seen = plan.seen
         if seen[0] is not text:
@@ -400,27 +392,7 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
             match = plan.match(text, 0, timeout=regex_time_left()) if timed else plan.match(text, 0)
             if match is None:
                 pos = 1
-        if match is None and plan.hop > 0:
-            # Anchored tries at the candidates (see `_CANDIDATES`): the first that matches is where the search
-            # would stop, since no delimiter starts between them.
-            size = len(text)
-            if not timed:
-                regex_time_left()  # the budget of the call may already be spent
-            for _ in range(_CANDIDATES):
-                pos = _first_candidate(plan.bound, text, pos)
-                if pos >= size:
-                    work[0] += size - begin
-                    return None
-                match = plan.match(text, pos, timeout=regex_time_left()) if timed else plan.match(text, pos)
-                if match is not None:
-                    if plan.hop < _HOP_MOST:
-                        plan.hop += 1
-                    break
-                pos += 1
-            else:
-                plan.hop -= 2
-                pos = _first_candidate(plan.bound, text, pos)
-        elif match is None and plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if timed else _BOUND_FROM):
+        if match is None and plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if timed or plan.behind else _BOUND_FROM):
             pos = max(pos, _first_candidate(plan.bound, text, pos))
         if match is None:
             timing = None
@@ -441,7 +413,7 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
                 plan.costs[1] += 1
     except TimeoutError:
         raise _timeout(plan.culprit) from None
-    work[0] += len(text) - begin
+    work[0] += len(text) - pos
     if match is None:
         return None
     return _resolve(plan, text, match, timed)
