@@ -90,8 +90,7 @@ def test_a_pattern_with_one_way_to_split_runs_without_the_timeout(pattern):
         (r"<k>\s*(.*?)\s*</k>", True),
         (r"\s*\s*\s*\s*x", False),  # a chain of four
         (r"\s*.*?\s*.*?\s*x", False),
-        (r"[^\"]*,?[^,]*x", True),  # large classes: gated on runs of characters in both (neither `"` nor `,`)
-        (r"[^\s<]+[ \t]*[^<]*x", True),  # (gpt-oss: a name, then anything up to a `<`)
+        (r"[^\"]*,?[^,]*x", False),  # no small set of shared characters to look for
         (r"(a|aa)*b", False),  # exponential: always timed
         (r"(?:<c>\s*)*\s*x", True),  # the loop ends anywhere in its text, then `\s*`: a pair sharing spaces
         (r"(?:<\s*)*(?:<\s*)*x", True),  # two such loops: a pair sharing `<` and spaces (a chain: shorter runs)
@@ -244,14 +243,6 @@ def streamed_message(template, text):
 def test_a_loop_whose_end_may_run_into_what_follows_is_gated_on_runs_of_the_shared_characters():
     template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"\s*(?:<\|channel>\s*)*<\|channel>(?:thought\s*|(?!thought)\s*)", "close": "."}}})
     for text, long_run in (("a <|channel>thought b.", False), ("a<|channel>" + " " * 16 + "<|channel>b.", True)):
-        assert rt.parse_response(text, template, prefix="") == streamed_message(template, text)
-        plan = template.idle_watch.short_plan
-        assert not plan.timed and plan.seen == (text, long_run)
-
-
-def test_a_pair_of_large_classes_is_gated_on_runs_of_characters_in_both():
-    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"<c>[^\s<]+[^<]*<d>", "close": "."}}})
-    for text, long_run in (("a <c>short words here<d>b.", False), ("a <c>" + "w" * 13 + " x<d>b.", False), ("a <c>" + "w" * 16 + "<d>b.", True)):
         assert rt.parse_response(text, template, prefix="") == streamed_message(template, text)
         plan = template.idle_watch.short_plan
         assert not plan.timed and plan.seen == (text, long_run)

@@ -162,7 +162,7 @@ def _unsafe(item: Any) -> tuple:
     if delimiter.literals is not None or (scan is not None and scan.safe):
         return _SAFE, None, 0
     if scan is not None and scan.shared_runs:
-        return _GATED, f"[{scan.shared_runs}]", scan.run_limit
+        return _GATED, scan.shared_runs, scan.run_limit
     if scan is not None:
         return _loop_verdict(delimiter.regex.pattern)
     return _TIMED, None, 0
@@ -197,11 +197,10 @@ def _loop_verdict(pattern: str) -> tuple:
             return _SAFE, None, 0
         if scan_module._ambiguous(model, (), pairs)[0]:
             return _TIMED, None, 0
-        # a character both repeats of some pair take (exactly: in both classes, `(?=[^\s<])[^<]`)
-        shared = "|".join(sorted({f"(?=(?:{first.source()}))(?:{second.source()})" for first, second, _ in pairs}))
-        if any(first.source() is None or second.source() is None for first, second, _ in pairs):
+        shared = scan_module._shared(pairs)
+        if shared is None:
             return _TIMED, None, 0
-        return _GATED, f"(?:{shared})", scan_module.LONG_RUN if max(depth for _, _, depth in pairs) <= 2 else scan_module._CHAIN_RUN
+        return _GATED, shared, scan_module.LONG_RUN if max(depth for _, _, depth in pairs) <= 2 else scan_module._CHAIN_RUN
     except (scan_module._Unknown, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
         return _TIMED, None, 0
 
@@ -328,8 +327,8 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
     gate = None
     if gated and not always:
         try:
-            shared = "|".join(runs for runs, _ in gated)
-            gate = regex.compile(f"(?:{shared}){{{min(limit for _, limit in gated)}}}", regex.DOTALL)
+            shared = "".join(runs for runs, _ in gated)
+            gate = regex.compile(f"[{shared}]{{{min(limit for _, limit in gated)}}}")
         except (regex.error, OverflowError, RecursionError, ValueError):
             always = True
     regexes = [item for item in watch.items if item.delimiter.literals is None]
