@@ -337,3 +337,13 @@ def test_longer_texts_found_at_the_first_candidates_give_the_streamed_message(na
         for text in (output * 4, PROSE * 4 + output, output + PROSE * 4, (output + PROSE) * 3):
             one = outcome(rt.parse_response, text, template, prefix=case["prefix"])
             assert one == outcome(streamed, template, text, case["prefix"], 37), (case["name"], len(text))
+            cut = text[: len(text) - len(output) // 2]  # cut off inside the last copy of the output
+            one = outcome(rt.parse_response, cut, template, prefix=case["prefix"], truncated=True)
+            assert one == outcome(streamed_cut, template, cut, case["prefix"]), (case["name"], len(cut))
+
+
+def streamed_cut(template, text: str, prefix: str) -> dict:
+    parser = rt.ResponseParser(template, prefix=prefix)
+    for start in range(0, len(text), 41):
+        parser.feed(text[start:start + 41])
+    return parser.finalize(truncated=True)[0]
