@@ -347,3 +347,19 @@ def streamed_cut(template, text: str, prefix: str) -> dict:
     for start in range(0, len(text), 41):
         parser.feed(text[start:start + 41])
     return parser.finalize(truncated=True)[0]
+
+
+def test_a_group_name_an_earlier_alternative_set_before_failing_comes_from_the_delimiter_that_matched():
+    from transformers.utils.chat_parsing import parse_response as reference
+
+    template = _template(
+        {
+            "bang": {"open_pattern": r"<x (?P<n>\w)\w*!", "close": ".", "transform": {"n": "{n}", "text": "{content}"}},
+            "pair": {"open_pattern": r"<x (?P<n>\w+) (?P<m>\w+)>", "close": ".", "transform": {"n": "{n}", "m": "{m}", "text": "{content}"}},
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    for text in ("a<x ab cd>hi.b", "<x ab!yo.<x cd ef>hi.", "<x ab cd>one.<x zz!two."):
+        one = rt.parse_response(text, template, prefix="")
+        assert one == streamed(template, text, "") == reference(text, template, prefix=""), text
+    assert rt.parse_response("a<x ab cd>hi.b", template, prefix="")["pair"] == {"n": "ab", "m": "cd", "text": "hi"}

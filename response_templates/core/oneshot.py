@@ -73,8 +73,8 @@ class ShortPlan:
         self.search = combined.search
         self.match = combined.match
         self.names = names  # the number of the wrapper group of each alternative, in order
-        # per alternative: (item, its pattern's bound match, whether that try keeps the time limit, whether the
-        # pattern has named groups, a cheap test that it may start at a position or None)
+        # per alternative: (item, its pattern's bound match, whether that try keeps the time limit, the names of the
+        # pattern's groups, a cheap test that it may start at a position or None)
         self.tries = tries
         self.timed = timed  # some delimiter has nested or adjacent repeats (or could not be analyzed)
         # when no delimiter is always timed but some are unless the text has no long run of the characters their
@@ -314,7 +314,7 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
         pieces.append(f"(?P<{names[index]}>{pattern.pattern})")
         verdict = _unsafe(item)
         verdicts.append(verdict)
-        tries.append((item, pattern.match, verdict[0], bool(pattern.groupindex), _may_start(item)))
+        tries.append((item, pattern.match, verdict[0], tuple(pattern.groupindex), _may_start(item)))
     try:
         combined = regex.compile("|".join(pieces), regex.DOTALL)
     except (regex.error, OverflowError, RecursionError, ValueError):
@@ -476,7 +476,7 @@ def _resolve(plan: ShortPlan, text: str, match: Any, timed: bool) -> tuple | Non
     numbers = plan.names
     while match.start(numbers[first]) < 0:
         first += 1
-    item, matcher, item_timed, named, _ = tries[first]
+    item, _, _, named, _ = tries[first]
     best, best_end, best_match = item, match.end(), None
     for index in range(first + 1, len(tries)):
         other, other_matcher, other_timed, _, may_start = tries[index]
@@ -495,12 +495,7 @@ def _resolve(plan: ShortPlan, text: str, match: Any, timed: bool) -> tuple | Non
     if best.delimiter.literals is not None:
         return best, start, best_end, None
     if best_match is None:
-        if not named:
-            return best, start, best_end, {}
-        # the winner's own groups (the alternation shares group names between alternatives)
-        try:
-            slow = item_timed == _TIMED or (item_timed == _GATED and timed)
-            best_match = matcher(text, start, timeout=regex_time_left()) if slow else matcher(text, start)
-        except TimeoutError:
-            raise _timeout(best) from None
+        # the first alternative that matched here won: its own groups are those of the combined match (a name shared
+        # with other alternatives is one group there, which only the branch that matched set)
+        return best, start, best_end, {name: match.group(name) for name in named}
     return best, start, best_end, best_match.groupdict()
