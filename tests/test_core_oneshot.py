@@ -363,3 +363,34 @@ def test_a_group_name_an_earlier_alternative_set_before_failing_comes_from_the_d
         one = rt.parse_response(text, template, prefix="")
         assert one == streamed(template, text, "") == reference(text, template, prefix=""), text
     assert rt.parse_response("a<x ab cd>hi.b", template, prefix="")["pair"] == {"n": "ab", "m": "cd", "text": "hi"}
+
+
+def test_a_close_led_by_lookbehinds_is_searched_behind_the_character_they_end_with():
+    from response_templates.core.oneshot import _guard
+    from transformers.utils.chat_parsing import parse_response as reference
+
+    assert _guard(r"(?<=\])\s*</s>|(?<=\}\s*\])\s*\Z") == r"[\U0000005d]"
+    assert _guard(r"(?<=\)\]|\[\])\s*<e>") == r"[\U0000005d]"
+    for pattern in (
+        r"(?<=x?)b",  # the lookbehind may be empty
+        r"b|(?<=a)c",  # an alternative led by something else
+        r"(?:(?<=a)|(?<=b))c",
+        r"(?<=(?i:a))b",  # a scoped flag
+        r"(?<=\}\s*)</c>",  # ends with whitespace: everywhere in text
+        r"(?<!a)b",
+    ):
+        assert _guard(pattern) is None, pattern
+    template = _template(
+        {
+            "calls": {"open": "[CALLS]", "close_pattern": r"(?<=\])\s*</s>|(?<=\}\s*\])\s*\Z|(?<=\)\])x", "content": "text"},
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    plan = build_short_plan(load_template(template).field_watch["calls"])
+    assert plan.guarded
+    for text in ("[CALLS]</s>", "a[CALLS] </s>b", "[CALLS][1] ]x </s>", "[CALLS]{}]", "[CALLS]{} ]  ", "[CALLS](a)]xy", "[CALLS]]", "]"):
+        one = outcome(rt.parse_response, text, template, prefix="")
+        assert one == outcome(streamed, template, text, "", 2) == outcome(reference, text, template, prefix=""), text
+    assert rt.parse_response("[CALLS]</s>", template, prefix="") == {}
+    assert rt.parse_response("a[CALLS][1] ]x </s>b", template, prefix="") == {"content": "a", "calls": "[1] ]x </s>b"}
+    assert rt.parse_response("a[CALLS][1] ] </s>b", template, prefix="") == {"content": "ab", "calls": "[1] ]"}

@@ -64,7 +64,7 @@ class ShortPlan:
 
     __slots__ = (
         "search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins", "costs", "gate",
-        "seen", "behind",
+        "seen", "behind", "guarded",
     )
 
     def __init__(
@@ -96,6 +96,7 @@ class ShortPlan:
             item.delimiter.scan is not None and (item.delimiter.scan.after is not None or item.delimiter.scan.near)
             for item, *_ in tries
         )
+        self.guarded = False  # `search` is the pattern behind the character every match follows (`_guard`)
 
 
 class _Bound:
@@ -337,7 +338,55 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
     # over a long enough rest of the text (sooner when the search keeps the time limit, which slows it).
     bound = _bound(watch.items)
     numbers = tuple(combined.groupindex[name] for name in names)
-    return ShortPlan(combined, numbers, tuple(tries), always, culprit, len(tries) == 1, bound, gate)
+    plan = ShortPlan(combined, numbers, tuple(tries), always, culprit, len(tries) == 1, bound, gate)
+    if plan.single and watch.items[0].delimiter.literals is None:
+        guard = _guard(watch.items[0].delimiter.regex.pattern)
+        if guard is not None:
+            try:
+                plan.search = regex.compile(f"(?:{guard}){pieces[0]}", regex.DOTALL).search
+                plan.guarded = True
+            except (regex.error, OverflowError, RecursionError, ValueError):
+                pass
+    return plan
+
+
+_SCOPED_FLAGS = regex.compile(r"\(\?[aiLmsux-]+[:)]")
+
+
+def _guard(pattern: str) -> str | None:
+    """When every match of `pattern` starts right after a character of some set (each top-level alternative begins
+    with a lookbehind that cannot be empty and ends with one of them: `(?<=\\])`, `(?<=\\}\\s*\\])`), a regex of one
+    such character, else None. The search for that character followed by the pattern skips to the candidates as
+    fast as a search for a literal, where the pattern alone has its lookbehinds tried at every character; the
+    match of the pattern starts where the search's match starts plus one, and no match can start elsewhere."""
+    if _SCOPED_FLAGS.search(pattern):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            items = list(sre_parse.parse(scan_module._NAMED.sub(lambda m: m.group(1) + "(", pattern), re.DOTALL))
+        if len(items) == 1 and items[0][0] is sre_constants.BRANCH:
+            alternatives = [list(alternative) for alternative in items[0][1][1]]
+        else:
+            alternatives = [items]
+        sources = set()
+        for alternative in alternatives:
+            if not alternative or alternative[0][0] is not sre_constants.ASSERT or alternative[0][1][0] != -1:
+                return None
+            chars, empty = scan_module._last(alternative[0][1][1])
+            source = chars.source()
+            if empty or not source:
+                return None
+            sources.add(source)
+    except (scan_module._Unknown, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
+        return None
+    guard = "|".join(sorted(sources))
+    if regex.search(guard, _BLANKS) is not None:
+        return None  # whitespace is everywhere: the search would stop at every run of it
+    return guard
+
+
+_BLANKS = " \t\n\r\f\v\x85\xa0\u2028\u3000"
 
 
 def _may_start(item: Any) -> Any:
@@ -392,7 +441,7 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
             match = plan.match(text, 0, timeout=regex_time_left()) if timed else plan.match(text, 0)
             if match is None:
                 pos = 1
-        if match is None and plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if timed or plan.behind else _BOUND_FROM):
+        if match is None and plan.bound is not None and not plan.guarded and len(text) - pos > (_BOUND_FROM_TIMED if timed or plan.behind else _BOUND_FROM):
             pos = max(pos, _first_candidate(plan.bound, text, pos))
         if match is None:
             timing = None
@@ -403,11 +452,12 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
                 ):
                     return FAR
                 timing = perf_counter()
+            at = pos - 1 if plan.guarded and pos else pos  # a guarded search takes the character before the match
             if timed:
-                match = plan.search(text, pos, timeout=regex_time_left())
+                match = plan.search(text, at, timeout=regex_time_left())
             else:
                 regex_time_left()  # the budget of the call may already be spent
-                match = plan.search(text, pos)
+                match = plan.search(text, at)
             if timing is not None:
                 plan.costs[0] += (perf_counter() - timing) / (len(text) - pos)
                 plan.costs[1] += 1
@@ -461,16 +511,19 @@ def find_near(plan: ShortPlan, text: str, pos: int) -> tuple | None:
 def _resolve(plan: ShortPlan, text: str, match: Any, timed: bool) -> tuple | None:
     """The delimiter a match of the combined pattern found: the longest (then by rank) of the delimiters matching
     where it starts, with its named groups."""
-    start = match.start()
-    if start >= len(text):
-        return None
     if plan.single:
+        start = match.start(plan.names[0])  # (a guarded search's match begins one character before)
+        if start >= len(text):
+            return None
         item = plan.tries[0][0]
         if item.delimiter.literals is not None:
             return item, start, match.end(), None
         groups = match.groupdict()  # one alternative: its groups, and the wrapper's
         del groups[plan.wrapper]
         return item, start, match.end(), groups
+    start = match.start()
+    if start >= len(text):
+        return None
     tries = plan.tries
     first = 0
     numbers = plan.names
