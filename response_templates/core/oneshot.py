@@ -20,6 +20,10 @@ is two or three repeats that share a few characters (`\\s*\\]?\\s*`) keeps it on
 those characters (`scan.PatternScan.shared_runs`, `run_limit`): without one, its tries cost at most 16 times a
 linear try.
 
+A delimiter whose every alternative begins with a lookbehind ending with one of a few characters is searched as
+that character followed by the pattern (`_guard`), which `regex` skips to as to a literal. A loop of a body led by a
+character it holds nowhere else splits a text one way only and is judged safe on that ground (`_loop_verdict`).
+
 A longer text (`find_near`) gets the plan too, for its first few delimiters only, and only tried anchored at the
 first few places where one of them may start: a bounded number of linear tries. When none of them matches, the
 streaming search (`parser.find_delimiter`) takes over, as it does for every delimiter past the first few.
