@@ -294,3 +294,103 @@ def test_delimiters_far_into_a_short_text_are_found_as_when_streaming(name):
             assert outcome(rt.parse_response, text, template, prefix=case["prefix"]) == outcome(
                 streamed, template, text, case["prefix"], 9
             ), (case["name"], len(lead))
+
+
+def test_delimiters_led_by_a_lookbehind_are_found_past_many_false_candidates():
+    """A close led by lookbehinds (the search begins at the first candidate after a `]` or `}` from a short rest of
+    the text on): the same message as streaming and as transformers, wherever the real close lies among the false
+    ones."""
+    from transformers.utils.chat_parsing import parse_response as reference
+
+    template = _template(
+        {
+            "calls": {
+                "open": "[CALLS]",
+                "close_pattern": r"(?<=\])\s*</s>|(?<=\}\s*\])\s*\Z|(?<=\})(?=\n\n)",
+                "content": "json",
+            },
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    plan = build_short_plan(load_template(template).field_watch["calls"])
+    assert plan is not None and plan.behind
+    for falses in range(0, 12):
+        body = json.dumps([{"n": [[i], {"k": [i]}]} for i in range(falses)])
+        for tail in ("</s>", "  </s>rest", "", "\n\nafter"):
+            text = "hi [CALLS]" + body + tail
+            one = outcome(rt.parse_response, text, template, prefix="")
+            assert one == outcome(streamed, template, text, "", 3), text
+            expected = outcome(reference, text, template, prefix="")
+            assert one[0] == expected[0] and (one[0] != "ok" or one == expected), text
+    text = "hi [CALLS][1, [2], {\"a\": [3]}]</s>"
+    assert rt.parse_response(text, template, prefix="") == {"content": "hi", "calls": [1, [2], {"a": [3]}]}
+
+
+@pytest.mark.parametrize("name", rt.list_templates())
+def test_longer_texts_found_at_the_first_candidates_give_the_streamed_message(name):
+    """Texts past 512 characters (the one-shot plan tried at a few candidates for the first delimiters, the
+    streaming search for the rest and whenever those candidates do not match): the message streaming gives."""
+    corpus = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))
+    template = rt.get_template(name)
+    for case in corpus["cases"][:8]:
+        output = case["output"]
+        for text in (output * 4, PROSE * 4 + output, output + PROSE * 4, (output + PROSE) * 3):
+            one = outcome(rt.parse_response, text, template, prefix=case["prefix"])
+            assert one == outcome(streamed, template, text, case["prefix"], 37), (case["name"], len(text))
+            cut = text[: len(text) - len(output) // 2]  # cut off inside the last copy of the output
+            one = outcome(rt.parse_response, cut, template, prefix=case["prefix"], truncated=True)
+            assert one == outcome(streamed_cut, template, cut, case["prefix"]), (case["name"], len(cut))
+
+
+def streamed_cut(template, text: str, prefix: str) -> dict:
+    parser = rt.ResponseParser(template, prefix=prefix)
+    for start in range(0, len(text), 41):
+        parser.feed(text[start:start + 41])
+    return parser.finalize(truncated=True)[0]
+
+
+def test_a_group_name_an_earlier_alternative_set_before_failing_comes_from_the_delimiter_that_matched():
+    from transformers.utils.chat_parsing import parse_response as reference
+
+    template = _template(
+        {
+            "bang": {"open_pattern": r"<x (?P<n>\w)\w*!", "close": ".", "transform": {"n": "{n}", "text": "{content}"}},
+            "pair": {"open_pattern": r"<x (?P<n>\w+) (?P<m>\w+)>", "close": ".", "transform": {"n": "{n}", "m": "{m}", "text": "{content}"}},
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    for text in ("a<x ab cd>hi.b", "<x ab!yo.<x cd ef>hi.", "<x ab cd>one.<x zz!two."):
+        one = rt.parse_response(text, template, prefix="")
+        assert one == streamed(template, text, "") == reference(text, template, prefix=""), text
+    assert rt.parse_response("a<x ab cd>hi.b", template, prefix="")["pair"] == {"n": "ab", "m": "cd", "text": "hi"}
+
+
+def test_a_close_led_by_lookbehinds_is_searched_behind_the_character_they_end_with():
+    from response_templates.core.oneshot import _guard
+    from transformers.utils.chat_parsing import parse_response as reference
+
+    assert _guard(r"(?<=\])\s*</s>|(?<=\}\s*\])\s*\Z") == r"[\U0000005d]"
+    assert _guard(r"(?<=\)\]|\[\])\s*<e>") == r"[\U0000005d]"
+    for pattern in (
+        r"(?<=x?)b",  # the lookbehind may be empty
+        r"b|(?<=a)c",  # an alternative led by something else
+        r"(?:(?<=a)|(?<=b))c",
+        r"(?<=(?i:a))b",  # a scoped flag
+        r"(?<=\}\s*)</c>",  # ends with whitespace: everywhere in text
+        r"(?<!a)b",
+    ):
+        assert _guard(pattern) is None, pattern
+    template = _template(
+        {
+            "calls": {"open": "[CALLS]", "close_pattern": r"(?<=\])\s*</s>|(?<=\}\s*\])\s*\Z|(?<=\)\])x", "content": "text"},
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    plan = build_short_plan(load_template(template).field_watch["calls"])
+    assert plan.guarded
+    for text in ("[CALLS]</s>", "a[CALLS] </s>b", "[CALLS][1] ]x </s>", "[CALLS]{}]", "[CALLS]{} ]  ", "[CALLS](a)]xy", "[CALLS]]", "]"):
+        one = outcome(rt.parse_response, text, template, prefix="")
+        assert one == outcome(streamed, template, text, "", 2) == outcome(reference, text, template, prefix=""), text
+    assert rt.parse_response("[CALLS]</s>", template, prefix="") == {}
+    assert rt.parse_response("a[CALLS][1] ]x </s>b", template, prefix="") == {"content": "a", "calls": "[1] ]x </s>b"}
+    assert rt.parse_response("a[CALLS][1] ] </s>b", template, prefix="") == {"content": "ab", "calls": "[1] ]"}

@@ -22,7 +22,12 @@ RISKY = [
     r"(?:a?)*b",  # nested optional repeat
     r"(?:a?b?)*c",
     r"(?:a*b?)*c",  # nested optional repeats
-    r"(?:x\s*)*<y>",  # a repeat inside a repeat, even behind a literal
+    r"(?:<[^>]*)*x",  # a repeat inside a repeat whose body may take its own first character: exponential
+    r"(?:<|<<)*x",
+    r"(?:<(?:a+)+)*x",  # nested loops inside the loop
+    r"(?:(?:<a*)*)*x",
+    r"(?:<\w*)*\w*x",  # a loop led by a character it holds nowhere else, then a repeat over its characters
+    r"(?:<.*)*x",
     r"\s*\s*x",  # adjacent repeats over the same characters: polynomial
     r"\s*\]?\s*x",  # ... with only something optional between them
     r"\s*,?\s*x",
@@ -87,7 +92,9 @@ def test_a_pattern_with_one_way_to_split_runs_without_the_timeout(pattern):
         (r"\s*.*?\s*.*?\s*x", False),
         (r"[^\"]*,?[^,]*x", False),  # no small set of shared characters to look for
         (r"(a|aa)*b", False),  # exponential: always timed
-        (r"(?:<c>\s*)*\s*x", False),
+        (r"(?:<c>\s*)*\s*x", True),  # the loop ends anywhere in its text, then `\s*`: a pair sharing spaces
+        (r"(?:<\s*)*(?:<\s*)*x", True),  # two such loops: a pair sharing `<` and spaces (a chain: shorter runs)
+        (r"(?:<[^>]*)*\s*x", False),
     ],
 )
 def test_only_a_pair_or_chain_of_three_repeats_sharing_few_characters_is_untimed_on_a_text_without_a_long_run(pattern, gated):
@@ -133,3 +140,109 @@ def test_a_catastrophic_delimiter_still_times_out_and_a_safe_one_still_parses():
         assert rt.parse_response("hi " + " " * 300 + "x <c>y.", template, prefix="") == {"content": "hi", "call": "y"}
     finally:
         rt.set_regex_timeout(before)
+
+
+# xml-inline tag patterns (core/content.py): on a region of at most `_UNTIMED_MOST` characters, a tag pattern judged
+# safe is read without the per-call timeout; the others keep it.
+@pytest.mark.parametrize("pattern", RISKY + [r"<t>(?P<key>(?:a|aa)*)c</t>(?P<value>)", r"<a>(?P<key>\s*\s*)(?P<value>x*)</a>"])
+def test_a_tag_pattern_that_can_backtrack_badly_keeps_the_timeout(pattern):
+    from response_templates.core.content import _safe_tags
+
+    assert not _safe_tags(pattern)
+
+
+def test_library_tag_patterns_with_one_way_to_split_are_read_without_the_timeout():
+    from response_templates.core.content import _safe_tags
+
+    assert _safe_tags(r'<parameter=(?P<key>[^>\s]+)>\n?(?P<value>.*?)\n?</parameter>(?=\s*(?:<parameter=|$))')
+    assert _safe_tags(r'<param\s+name="(?P<key>[^"]+)"\s*>(?:<!\[CDATA\[(?P<value>.*?)\]\]>|(?P<value>[^<]*))</param>')
+
+
+@pytest.mark.parametrize("size", [30, 600])
+def test_a_catastrophic_tag_pattern_times_out_on_a_short_region_too(size):
+    before = rt.get_regex_timeout()
+    rt.set_regex_timeout(0.05)
+    try:
+        template = {
+            "start_anchor": "S",
+            "fields": {
+                "calls": {
+                    "open": "<c>",
+                    "close": "</c>",
+                    "content": "xml-inline",
+                    "content_args": {"tag_pattern": r"<t>(?P<key>(?:a|aa)*)c</t>(?P<value>)"},
+                },
+                "content": {},
+            },
+        }
+        text = "<c><t>" + "a" * size + "</t></c>"
+        with pytest.raises(rt.RegexTimeoutError, match="tag_pattern"):
+            rt.parse_response(text, template, prefix="")
+        safe = {**template["fields"]["calls"], "content_args": {"tag_pattern": r"<t>(?P<key>[a-z]*)=(?P<value>[^<]*)</t>"}}
+        template = {**template, "fields": {**template["fields"], "calls": safe}}
+        assert rt.parse_response("<c><t>k=v</t><t>j=" + "w" * size + "</t></c>", template, prefix="") == {"calls": {"k": "v", "j": "w" * size}}
+    finally:
+        rt.set_regex_timeout(before)
+
+
+def test_a_tag_pattern_with_a_pair_of_repeats_sharing_spaces_is_untimed_only_without_a_long_run_of_them():
+    from response_templates.core.content import _untimed_tags
+
+    pattern = r"<p=(?P<key>[^>\n]+)>\n?(?P<value>.*?)\n?(?:</p>|\s*(?=<p=|\Z))"  # `.*?` then `\s*`: a shared pair
+    assert _untimed_tags(pattern, "<p=a>\n1\n</p><p=b>x y</p>")
+    assert not _untimed_tags(pattern, "<p=a>\n1" + " " * 16 + "\n</p>")  # a run of 16 spaces: timed
+    assert not _untimed_tags(pattern, "<p=a>" + "x" * 600 + "</p>")  # a long region: timed
+    for shape in (r"<t>(?P<key>(?:a|aa)*)c</t>(?P<value>)", r"<a>(?P<key>.*?)\s*.*?\s*.*?\s*(?P<value>x)</a>"):
+        assert not _untimed_tags(shape, "<t>ac</t>")  # no small shared set, or exponential: always timed
+    template = {"start_anchor": "S", "fields": {"calls": {"open": "<c>", "close": "</c>", "content": "xml-inline", "content_args": {"tag_pattern": pattern}}, "content": {}}}
+    from transformers.utils.chat_parsing import parse_response as reference
+
+    for body, calls in (("<p=a>\n1\n</p><p=b>x y</p>", {"a": "1", "b": "x y"}), ("<p=a>1" + " " * 20 + "</p><p=b>2", {"a": "1" + " " * 20, "b": "2"})):
+        text = "<c>" + body + "</c>"
+        assert rt.parse_response(text, template, prefix="") == reference(text, template, prefix="") == {"calls": calls}
+
+
+# Loops of a body led by a character the body holds nowhere else split a text in one way only: `scan` judges them
+# risky, the one-shot plan (core/oneshot.py `_loop_verdict`) runs them without the timeout.
+LOOPS = [
+    r"\s*(?:<think>\s*)+",
+    r"\A\s*(?:<think>\s*)*",
+    r"\s*(?:<channel\|>\s*)+|\s*(?=<\|tool_call>|<turn\|>)",
+    r"(?:x\s*)*<y>",
+    r"(?:<a*)*x",
+    r"(?:<a>|<b>)*x",
+    r"(?:<a|<aa)*x",
+]
+
+
+@pytest.mark.parametrize("pattern", LOOPS)
+def test_a_loop_led_by_a_character_it_holds_nowhere_else_runs_without_the_timeout(pattern):
+    import regex
+
+    scan = analyze(pattern)
+    assert scan is not None and not scan.safe and scan.shared_runs is None  # scan alone keeps the timeout
+    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": pattern, "close": "</call>"}}})
+    plan = build_short_plan(template.idle_watch)
+    assert not plan.timed and plan.gate is None
+    # texts made of the loop's pieces, where a pattern that splits them many ways would run for ages: each search
+    # ends well within the limit (one anchored try per position, each linear)
+    compiled = regex.compile(pattern, regex.DOTALL)
+    for piece in ("<think> ", "<think>", "<channel|> ", "x ", "x", "<a", "<", "<aa", "<a>", "<b><a>"):
+        for text in (piece * (500 // len(piece)), " " + piece * (400 // len(piece)) + "!"):
+            compiled.search(text, timeout=5.0)
+            assert rt.parse_response(text, template, prefix="") == streamed_message(template, text)
+
+
+def streamed_message(template, text):
+    parser = rt.ResponseParser(template, prefix="")
+    for start in range(0, len(text), 7):
+        parser.feed(text[start:start + 7])
+    return parser.finalize()[0]
+
+
+def test_a_loop_whose_end_may_run_into_what_follows_is_gated_on_runs_of_the_shared_characters():
+    template = load_template({"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"\s*(?:<\|channel>\s*)*<\|channel>(?:thought\s*|(?!thought)\s*)", "close": "."}}})
+    for text, long_run in (("a <|channel>thought b.", False), ("a<|channel>" + " " * 16 + "<|channel>b.", True)):
+        assert rt.parse_response(text, template, prefix="") == streamed_message(template, text)
+        plan = template.idle_watch.short_plan
+        assert not plan.timed and plan.seen == (text, long_run)

@@ -19,6 +19,14 @@ keeps the regex time limit (the budget of the call), and the error names that de
 is two or three repeats that share a few characters (`\\s*\\]?\\s*`) keeps it only on a text that holds a long run of
 those characters (`scan.PatternScan.shared_runs`, `run_limit`): without one, its tries cost at most 16 times a
 linear try.
+
+A delimiter whose every alternative begins with a lookbehind ending with one of a few characters is searched as
+that character followed by the pattern (`_guard`), which `regex` skips to as to a literal. A loop of a body led by a
+character it holds nowhere else splits a text one way only and is judged safe on that ground (`_loop_verdict`).
+
+A longer text (`find_near`) gets the plan too, for its first few delimiters only, and only tried anchored at the
+first few places where one of them may start: a bounded number of linear tries. When none of them matches, the
+streaming search (`parser.find_delimiter`) takes over, as it does for every delimiter past the first few.
 """
 
 from __future__ import annotations
@@ -26,10 +34,14 @@ from __future__ import annotations
 from time import perf_counter
 from typing import Any
 
+import re
+import warnings
+
 import regex
 
+from . import scan as scan_module
 from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
-from .scan import top_alternatives, work
+from .scan import sre_constants, sre_parse, top_alternatives, work
 
 # Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
 _CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
@@ -37,6 +49,8 @@ _PLAIN_FLAGS = regex.compile("", regex.DOTALL).flags
 # The rest of the text from which the search begins at the first candidate (see build_short_plan).
 _BOUND_FROM = 128
 _BOUND_FROM_TIMED = 32
+# In a longer text (`find_near`), the combined pattern is tried anchored at this many candidates at most.
+_CANDIDATES = 4
 # Past this much text from the first candidate, which of the combined search (it tries every alternative at every
 # character, but stops at the first delimiter) and one search per delimiter (each skips what the regex engine rules
 # out fast, but runs to that delimiter's own first match) costs less depends on the patterns and the text. Each plan
@@ -54,7 +68,7 @@ class ShortPlan:
 
     __slots__ = (
         "search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins", "costs", "gate",
-        "seen",
+        "seen", "behind", "guarded",
     )
 
     def __init__(
@@ -63,8 +77,8 @@ class ShortPlan:
         self.search = combined.search
         self.match = combined.match
         self.names = names  # the number of the wrapper group of each alternative, in order
-        # per alternative: (item, its pattern's bound match, whether that try keeps the time limit, whether the
-        # pattern has named groups, a cheap test that it may start at a position or None)
+        # per alternative: (item, its pattern's bound match, whether that try keeps the time limit, the names of the
+        # pattern's groups, a cheap test that it may start at a position or None)
         self.tries = tries
         self.timed = timed  # some delimiter has nested or adjacent repeats (or could not be analyzed)
         # when no delimiter is always timed but some are unless the text has no long run of the characters their
@@ -80,6 +94,13 @@ class ShortPlan:
         # one search per delimiter]
         self.costs = [0.0, 0, 0.0, 0]
         self.begins = any(item.delimiter.scan is not None and item.delimiter.scan.begin for item, *_ in tries)
+        # every delimiter is led by a lookbehind, which the search tries at every character (slower, as a timed
+        # search): the search begins at the first candidate from a shorter rest of the text on
+        self.behind = bound is not None and all(
+            item.delimiter.scan is not None and (item.delimiter.scan.after is not None or item.delimiter.scan.near)
+            for item, *_ in tries
+        )
+        self.guarded = False  # `search` is the pattern behind the character every match follows (`_guard`)
 
 
 class _Bound:
@@ -138,21 +159,155 @@ def _bound(items: list) -> _Bound | None:
 _SAFE, _TIMED, _GATED = 0, 1, 2
 
 
-def _unsafe(item: Any) -> int:
-    """Whether the tries of a delimiter keep the per-call timeout: never, always, or on a text with a long run."""
+def _unsafe(item: Any) -> tuple:
+    """Whether the tries of a delimiter keep the per-call timeout: never, always, or on a text with a long run (then
+    with the characters of such a run and how long it may be)."""
     delimiter = item.delimiter
-    if delimiter.literals is not None or (delimiter.scan is not None and delimiter.scan.safe):
-        return _SAFE
-    if delimiter.scan is not None and delimiter.scan.shared_runs:
-        return _GATED
-    return _TIMED
+    scan = delimiter.scan
+    if delimiter.literals is not None or (scan is not None and scan.safe):
+        return _SAFE, None, 0
+    if scan is not None and scan.shared_runs:
+        return _GATED, scan.shared_runs, scan.run_limit
+    if scan is not None:
+        return _loop_verdict(delimiter.regex.pattern)
+    return _TIMED, None, 0
+
+
+# -- repeats of a body led by a character it holds nowhere else ---------------------------------------------------
+#
+# `scan._risky` judges any repeat of more than one character that holds a repeat risky (`(?:x*)*` splits a text in
+# many ways). A body that begins with a character it cannot take anywhere else (`(?:<think>\s*)+`: `<`, which
+# `think>\s*` never takes) splits a text in one way only: each repetition starts at one of those characters and ends
+# before the next. Backtracking into such a loop can only end it earlier: at any place within the text the loop took,
+# as a repeat of one class holding every character of the body would. So the pattern is judged as the one with the
+# loop written as its body once (optional when the loop may repeat zero times), followed by an optional run that
+# starts with that character and goes on with any character of the body (`(?:<[<think>\s]*)?`): the repeats after
+# it that share characters with that run are pairs as `scan._risky` counts them (a gate on long runs of the shared
+# characters, or the timeout), and nested loops, or bodies of other shapes, keep the timeout.
+
+
+def _loop_verdict(pattern: str) -> tuple:
+    """`_unsafe` for a pattern `scan` judged risky without pairs (see above)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            parsed = sre_parse.parse(scan_module._NAMED.sub(lambda m: m.group(1) + "(", pattern), re.DOTALL)
+        if parsed.state.flags & (re.IGNORECASE | re.MULTILINE):
+            return _TIMED, None, 0
+        model = _unrolled(list(parsed))
+        if model is None or scan_module._nested(model, False):
+            return _TIMED, None, 0
+        pairs: list = []
+        if not scan_module._ambiguous(model, (), None)[0]:
+            return _SAFE, None, 0
+        if scan_module._ambiguous(model, (), pairs)[0]:
+            return _TIMED, None, 0
+        shared = scan_module._shared(pairs)
+        if shared is None:
+            return _TIMED, None, 0
+        return _GATED, shared, scan_module.LONG_RUN if max(depth for _, _, depth in pairs) <= 2 else scan_module._CHAIN_RUN
+    except (scan_module._Unknown, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
+        return _TIMED, None, 0
+
+
+_REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, getattr(sre_constants, "POSSESSIVE_REPEAT", object()))
+_TAKERS = (sre_constants.LITERAL, sre_constants.NOT_LITERAL, sre_constants.ANY, sre_constants.IN)
+
+
+def _unrolled(items: list) -> list | None:
+    """`items` with each loop of a body led by a character it holds nowhere else written as described above, or
+    None when a loop of another body (more than one character) has a repeat or an alternation inside."""
+    out: list = []
+    for op, av in items:
+        if op in _REPEATS:
+            least, most, body = av
+            body = list(body)
+            loops = most is sre_constants.MAXREPEAT or most > 1
+            if not loops or scan_module._single(body) is not None or not scan_module._nested(body, True):
+                inner = _unrolled(body)
+                if inner is None:
+                    return None
+                out.append((op, (least, most, inner)))
+                continue
+            if not body or body[0][0] is not sre_constants.LITERAL or scan_module._nested(body, False):
+                return None
+            lead = body[0][1]
+            run = _run_of(body[1:], chr(lead))
+            if run is None:
+                return None
+            once = [(sre_constants.SUBPATTERN, (None, 0, 0, body))]
+            out.append((sre_constants.MAX_REPEAT, (0, 1, once)) if least == 0 else once[0])
+            rest = [(sre_constants.LITERAL, lead), (sre_constants.MAX_REPEAT, (0, sre_constants.MAXREPEAT, [run]))]
+            out.append((sre_constants.MAX_REPEAT, (0, 1, [(sre_constants.SUBPATTERN, (None, 0, 0, rest))])))
+        elif op is sre_constants.SUBPATTERN:
+            inner = _unrolled(list(av[3]))
+            if inner is None:
+                return None
+            out.append((op, (av[0], av[1], av[2], inner)))
+        elif op is sre_constants.BRANCH:
+            alternatives = [_unrolled(list(alternative)) for alternative in av[1]]
+            if any(alternative is None for alternative in alternatives):
+                return None
+            out.append((op, (av[0], alternatives)))
+        elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
+            inner = _unrolled(list(av[1]))
+            if inner is None:
+                return None
+            out.append((op, (av[0], inner)))
+        elif op is getattr(sre_constants, "ATOMIC_GROUP", object()):
+            inner = _unrolled(list(av))
+            if inner is None:
+                return None
+            out.append((op, inner))
+        else:
+            out.append((op, av))
+    return out
+
+
+def _run_of(items: list, lead: str) -> tuple | None:
+    """A one-character class holding every character `items` may take (any character when one of them is a negated
+    class), or None when some of them may take `lead` (or the analysis cannot tell)."""
+    pieces: list = []
+    wide = False
+    for op, av in _takers(items):
+        chars = scan_module._charset(op, av)
+        source = chars.source()
+        if source is None or regex.match(source, lead, regex.DOTALL) is not None:
+            return None
+        if op is sre_constants.LITERAL:
+            pieces.append((sre_constants.LITERAL, av))
+        elif op is sre_constants.IN and not any(kind is sre_constants.NEGATE for kind, _ in av):
+            pieces.extend(av)
+        else:
+            wide = True
+    pieces.append((sre_constants.LITERAL, ord(lead)))
+    return (sre_constants.ANY, None) if wide else (sre_constants.IN, pieces)
+
+
+def _takers(items: list):
+    """Every item of a sequence that takes a character, inside groups, repeats and alternations (not lookarounds,
+    which take none); raises `scan._Unknown` on anything else that could (a backreference)."""
+    for op, av in items:
+        if op in _TAKERS:
+            yield op, av
+        elif op in _REPEATS:
+            yield from _takers(list(av[2]))
+        elif op is sre_constants.SUBPATTERN:
+            yield from _takers(list(av[3]))
+        elif op is sre_constants.BRANCH:
+            for alternative in av[1]:
+                yield from _takers(list(alternative))
+        elif op is getattr(sre_constants, "ATOMIC_GROUP", object()):
+            yield from _takers(list(av))
+        elif op not in (sre_constants.ASSERT, sre_constants.ASSERT_NOT, sre_constants.AT):
+            raise scan_module._Unknown
 
 
 def build_short_plan(watch: Any) -> ShortPlan | None:
     """The plan of a watch, or None when it watches nothing or a pattern cannot join an alternation."""
     if not watch.items:
         return None
-    pieces, tries = [], []
+    pieces, tries, verdicts = [], [], []
     names = tuple(_WRAPPER.format(index) for index in range(len(watch.items)))
     for index, item in enumerate(watch.items):
         pattern = item.delimiter.regex
@@ -162,7 +317,9 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
             if any(name in pattern.groupindex for name in names):
                 return None
         pieces.append(f"(?P<{names[index]}>{pattern.pattern})")
-        tries.append((item, pattern.match, _unsafe(item), bool(pattern.groupindex), _may_start(item)))
+        verdict = _unsafe(item)
+        verdicts.append(verdict)
+        tries.append((item, pattern.match, verdict[0], tuple(pattern.groupindex), _may_start(item)))
     try:
         combined = regex.compile("|".join(pieces), regex.DOTALL)
     except (regex.error, OverflowError, RecursionError, ValueError):
@@ -171,12 +328,12 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
         return None
     unsafe = [item for item, _, timed, _, _ in tries if timed]
     always = any(timed == _TIMED for _, _, timed, _, _ in tries)
-    gated = [item.delimiter.scan for item, _, timed, _, _ in tries if timed == _GATED]
+    gated = [(shared, limit) for kind, shared, limit in verdicts if kind == _GATED]
     gate = None
     if gated and not always:
         try:
-            shared = "".join(scan.shared_runs for scan in gated)
-            gate = regex.compile(f"[{shared}]{{{min(scan.run_limit for scan in gated)}}}")
+            shared = "".join(runs for runs, _ in gated)
+            gate = regex.compile(f"[{shared}]{{{min(limit for _, limit in gated)}}}")
         except (regex.error, OverflowError, RecursionError, ValueError):
             always = True
     regexes = [item for item in watch.items if item.delimiter.literals is None]
@@ -185,7 +342,55 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
     # over a long enough rest of the text (sooner when the search keeps the time limit, which slows it).
     bound = _bound(watch.items)
     numbers = tuple(combined.groupindex[name] for name in names)
-    return ShortPlan(combined, numbers, tuple(tries), always, culprit, len(tries) == 1, bound, gate)
+    plan = ShortPlan(combined, numbers, tuple(tries), always, culprit, len(tries) == 1, bound, gate)
+    if plan.single and watch.items[0].delimiter.literals is None:
+        guard = _guard(watch.items[0].delimiter.regex.pattern)
+        if guard is not None:
+            try:
+                plan.search = regex.compile(f"(?:{guard}){pieces[0]}", regex.DOTALL).search
+                plan.guarded = True
+            except (regex.error, OverflowError, RecursionError, ValueError):
+                pass
+    return plan
+
+
+_SCOPED_FLAGS = regex.compile(r"\(\?[aiLmsux-]+[:)]")
+
+
+def _guard(pattern: str) -> str | None:
+    """When every match of `pattern` starts right after a character of some set (each top-level alternative begins
+    with a lookbehind that cannot be empty and ends with one of them: `(?<=\\])`, `(?<=\\}\\s*\\])`), a regex of one
+    such character, else None. The search for that character followed by the pattern skips to the candidates as
+    fast as a search for a literal, where the pattern alone has its lookbehinds tried at every character; the
+    match of the pattern starts where the search's match starts plus one, and no match can start elsewhere."""
+    if _SCOPED_FLAGS.search(pattern):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            items = list(sre_parse.parse(scan_module._NAMED.sub(lambda m: m.group(1) + "(", pattern), re.DOTALL))
+        if len(items) == 1 and items[0][0] is sre_constants.BRANCH:
+            alternatives = [list(alternative) for alternative in items[0][1][1]]
+        else:
+            alternatives = [items]
+        sources = set()
+        for alternative in alternatives:
+            if not alternative or alternative[0][0] is not sre_constants.ASSERT or alternative[0][1][0] != -1:
+                return None
+            chars, empty = scan_module._last(alternative[0][1][1])
+            source = chars.source()
+            if empty or not source:
+                return None
+            sources.add(source)
+    except (scan_module._Unknown, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
+        return None
+    guard = "|".join(sorted(sources))
+    if regex.search(guard, _BLANKS) is not None:
+        return None  # whitespace is everywhere: the search would stop at every run of it
+    return guard
+
+
+_BLANKS = " \t\n\r\f\v\x85\xa0\u2028\u3000"
 
 
 def _may_start(item: Any) -> Any:
@@ -240,9 +445,9 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
             match = plan.match(text, 0, timeout=regex_time_left()) if timed else plan.match(text, 0)
             if match is None:
                 pos = 1
+        if match is None and plan.bound is not None and not plan.guarded and len(text) - pos > (_BOUND_FROM_TIMED if timed or plan.behind else _BOUND_FROM):
+            pos = max(pos, _first_candidate(plan.bound, text, pos))
         if match is None:
-            if plan.bound is not None and len(text) - pos > (_BOUND_FROM_TIMED if timed else _BOUND_FROM):
-                pos = max(pos, _first_candidate(plan.bound, text, pos))
             timing = None
             if len(text) - pos > _COMBINED_MOST:
                 costs = plan.costs
@@ -251,11 +456,12 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
                 ):
                     return FAR
                 timing = perf_counter()
+            at = pos - 1 if plan.guarded and pos else pos  # a guarded search takes the character before the match
             if timed:
-                match = plan.search(text, pos, timeout=regex_time_left())
+                match = plan.search(text, at, timeout=regex_time_left())
             else:
                 regex_time_left()  # the budget of the call may already be spent
-                match = plan.search(text, pos)
+                match = plan.search(text, at)
             if timing is not None:
                 plan.costs[0] += (perf_counter() - timing) / (len(text) - pos)
                 plan.costs[1] += 1
@@ -264,22 +470,70 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     work[0] += len(text) - pos
     if match is None:
         return None
-    start = match.start()
-    if start >= len(text):
-        return None
+    return _resolve(plan, text, match, timed)
+
+
+def find_near(plan: ShortPlan, text: str, pos: int) -> tuple | None:
+    """`find_short` for a longer text, linear: the combined pattern tried anchored at the first `_CANDIDATES`
+    candidates only (each try is linear in the text for the patterns that run without the time limit). FAR when
+    none of them matches: the caller runs the streaming search (`find_delimiter`), which never rescans."""
+    if plan.bound is None:
+        return FAR
+    match = None
+    timed = plan.timed
+    if plan.gate is not None:
+        seen = plan.seen
+        if seen[0] is not text:
+            seen = plan.seen = (text, plan.gate.search(text) is not None)
+        timed = seen[1]
+    size = len(text)
+    try:
+        if pos == 0 and plan.begins:
+            match = plan.match(text, 0, timeout=regex_time_left()) if timed else plan.match(text, 0)
+            if match is None:
+                pos = 1
+        if match is None:
+            if not timed:
+                regex_time_left()  # the budget of the call may already be spent
+            for _ in range(_CANDIDATES):
+                pos = _first_candidate(plan.bound, text, pos)
+                if pos >= size:
+                    work[0] += _CANDIDATES
+                    return None
+                match = plan.match(text, pos, timeout=regex_time_left()) if timed else plan.match(text, pos)
+                if match is not None:
+                    break
+                pos += 1
+            else:
+                return FAR
+    except TimeoutError:
+        raise _timeout(plan.culprit) from None
+    work[0] += _CANDIDATES
+    return _resolve(plan, text, match, timed)
+
+
+def _resolve(plan: ShortPlan, text: str, match: Any, timed: bool) -> tuple | None:
+    """The delimiter a match of the combined pattern found: the longest (then by rank) of the delimiters matching
+    where it starts, with its named groups."""
     if plan.single:
+        start = match.start(plan.names[0])  # (a guarded search's match begins one character before)
+        if start >= len(text):
+            return None
         item = plan.tries[0][0]
         if item.delimiter.literals is not None:
             return item, start, match.end(), None
         groups = match.groupdict()  # one alternative: its groups, and the wrapper's
         del groups[plan.wrapper]
         return item, start, match.end(), groups
+    start = match.start()
+    if start >= len(text):
+        return None
     tries = plan.tries
     first = 0
     numbers = plan.names
     while match.start(numbers[first]) < 0:
         first += 1
-    item, matcher, item_timed, named, _ = tries[first]
+    item, _, _, named, _ = tries[first]
     best, best_end, best_match = item, match.end(), None
     for index in range(first + 1, len(tries)):
         other, other_matcher, other_timed, _, may_start = tries[index]
@@ -298,12 +552,7 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     if best.delimiter.literals is not None:
         return best, start, best_end, None
     if best_match is None:
-        if not named:
-            return best, start, best_end, {}
-        # the winner's own groups (the alternation shares group names between alternatives)
-        try:
-            slow = item_timed == _TIMED or (item_timed == _GATED and timed)
-            best_match = matcher(text, start, timeout=regex_time_left()) if slow else matcher(text, start)
-        except TimeoutError:
-            raise _timeout(best) from None
+        # the first alternative that matched here won: its own groups are those of the combined match (a name shared
+        # with other alternatives is one group there, which only the branch that matched set)
+        return best, start, best_end, {name: match.group(name) for name in named}
     return best, start, best_end, best_match.groupdict()

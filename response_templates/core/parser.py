@@ -21,7 +21,7 @@ from typing import Any
 
 from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, excerpt, grow_regex_budget, regex_budget, regex_time_left, timeout_message
-from .oneshot import FAR, build_short_plan, find_short, note_far
+from .oneshot import FAR, build_short_plan, find_near, find_short, note_far
 from .scan import first_candidate, quiet, scan_pattern, track_guards, work
 from .template import CompiledTemplate, Watch, WatchItem, literal_runs, load_template
 from .token_ids import TokenIdDecoder, strip_markers
@@ -39,6 +39,9 @@ _SET_CHECK = 64
 # At the end of a text at most this long, a regex delimiter is found with one plain search (lookbehinds included,
 # its cost is bounded by the square of this length).
 _SHORT_SEARCH = 512
+# In a longer text, one-shot parsing looks for this many delimiters at the first candidates of the state's
+# one-shot plan (`oneshot.find_near`), then with the streaming search only: linear either way.
+_NEAR_CALLS = 16
 
 logger = logging.getLogger("response_templates")
 
@@ -1001,6 +1004,7 @@ def _parse_whole(
         )
 
     short = len(text) <= _SHORT_SEARCH
+    near = _NEAR_CALLS
     while True:
         if watch.literal_only:  # the common case, inlined
             match = watch.combined.search(text, pos)
@@ -1017,7 +1021,16 @@ def _parse_whole(
             elif not plan:
                 found = find_delimiter(watch, text, pos, True, memo)[0]
         else:
-            found, _ = find_delimiter(watch, text, pos, True, memo)
+            plan = watch.short_plan
+            if plan is None:
+                plan = watch.short_plan = build_short_plan(watch) or False
+            # a longer text: the first few candidates with the one-shot plan, a bounded number of times (linear)
+            found = FAR
+            if plan and near:
+                near -= 1
+                found = find_near(plan, text, pos)
+            if found is FAR:
+                found, _ = find_delimiter(watch, text, pos, True, memo)
         if truncated and found is not None and current is not None and current != implicit:
             if not fields[current].text_like and not cut_safe(found, text, pos):
                 found = None  # a close that only the cut made: the structured region is unfinished
