@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from contextlib import contextmanager
 
 
 class TemplateError(ValueError):
@@ -88,19 +87,28 @@ HOW_TO_RAISE = (
 BUDGET_CHARS = 1_000_000
 
 
-@contextmanager
-def regex_budget(size: int = 0):
+class regex_budget:  # noqa: N801 - used as a function: `with regex_budget(size):`
     """Share one regex time budget among the searches run inside (nested uses join the outer budget): the limit,
     once per million characters of text the call handles (`size`), so large benign inputs scale while hostile
-    patterns on small inputs stop after about the limit."""
-    if getattr(_budget, "deadline", None) is not None:
-        yield
-        return
-    _budget.deadline = time.monotonic() + _regex_timeout * max(1.0, size / BUDGET_CHARS)
-    try:
-        yield
-    finally:
-        _budget.deadline = None
+    patterns on small inputs stop after about the limit.
+
+    A small class rather than a generator-based context manager: it is entered once per parse and per feed, where
+    the generator machinery cost more than the rest of a short message's bookkeeping."""
+
+    __slots__ = ("size", "outer")
+
+    def __init__(self, size: int = 0):
+        self.size = size
+
+    def __enter__(self):
+        self.outer = getattr(_budget, "deadline", None) is not None
+        if not self.outer:
+            _budget.deadline = time.monotonic() + _regex_timeout * max(1.0, self.size / BUDGET_CHARS)
+
+    def __exit__(self, *exc_info):
+        if not self.outer:
+            _budget.deadline = None
+        return False
 
 
 def grow_regex_budget(size: int) -> None:
