@@ -156,21 +156,46 @@ class ResponseParser:
         if not chars.isdisjoint(region):
             if not fast.split:
                 return self._feed_text(chunk, buffer, old_end, pos)
-            # a whole trigger makes a full scan, the beginning of one at the end is held (the general path), else
-            # the chunk is taken as when there is no trigger character
+            # a whole trigger makes a full scan; the beginning of one at the end is held, with the run of whitespace
+            # before it; else the chunk is taken as when there is no trigger character
             if fast.trigger.search(buffer, start) is not None:
                 return self._scan()
             if fast.cuts is not None and chunk[-1] in fast.cut_chars:
-                if fast.cuts.search(buffer, max(start, end - fast.cut_reach)) is not None:
-                    return self._feed_text(chunk, buffer, old_end, pos)
+                found = fast.cuts.search(buffer, max(start, end - fast.cut_reach))
+                if found is not None:
+                    hold = found.start()
+                    if hold < pos:
+                        return self._scan()
+                    if fast.single is not None:
+                        found = fast.single.search(buffer, pos, hold)
+                        hold = found.end() if found is not None else pos
+                    self._checked = -1
+                    if hold <= pos:
+                        return []
+                    self._pos = hold
+                    text = buffer[pos:hold]
+                    body.append(text)
+                    if hold > limit:
+                        self._trim()
+                    event = proto.copy()
+                    event["text"] = text
+                    return [event]
         last = chunk[-1]
         if last in plain_last:  # an ASCII character outside the lead class (whitespace)
             hold = end
         elif last in fast.lead_chars:
             # a run of whitespace ends the chunk: held, from its first character (the general path when the run
-            # fills the chunk, or may begin with a character outside ASCII)
+            # fills the chunk after held text, or may begin with whitespace outside ASCII)
             kept = len(chunk.rstrip(fast.lead_string))
-            if not kept or chunk[kept - 1] >= "\x80":
+            if not kept:
+                if pos < old_end:
+                    return self._feed_text(chunk, buffer, old_end, pos)
+                # whitespace only, after nothing held: all of it is held (where its run begins, before the chunk,
+                # only the general path needs to know)
+                if back:
+                    self._checked = end
+                return []
+            if chunk[kept - 1].isspace():  # whitespace outside ASCII may continue the run
                 return self._feed_text(chunk, buffer, old_end, pos)
             hold = old_end + kept
         elif fast.any_lead is None or not last.isspace() or fast.any_lead.match(last) is None:
