@@ -1586,10 +1586,11 @@ def _gated(literals: list[str], scans: list) -> FastPath:
     leads = (regex.compile(r"(?r)(?!\s).", regex.DOTALL),) if blank else ()
     chars = frozenset(char for char in _ASCII if firsts is not None and firsts.match(char) is not None)
     literals = [_literal_of(source) for source, _, _ in ordered]
-    beginnings = sorted({literal[:size] for literal in literals if literal for size in range(1, len(literal))})
     # (a trigger led by a lookbehind is not split: `regex` reports a partial match where its lookbehind reaches the
-    # start of the text, which the search for literal beginnings would not find)
-    split = bool(literals) and all(literal is not None for literal in literals)
+    # start of the text, which the search for literal beginnings would not find; nor are long literals, whose
+    # beginnings would take memory growing with the square of their length)
+    split = bool(literals) and all(literal is not None and len(literal) <= _SPLIT_LONGEST for literal in literals)
+    beginnings = sorted({literal[:size] for literal in literals for size in range(1, len(literal))}) if split else []
     return FastPath(
         trigger=trigger,
         any_lead=any_lead,
@@ -1613,6 +1614,10 @@ def _gated(literals: list[str], scans: list) -> FastPath:
         cut_chars=frozenset(beginning[-1] for beginning in beginnings),
         cut_reach=max(map(len, beginnings), default=0),
     )
+
+
+# The longest literal trigger a gated fast path searches for by its beginnings (see FastPath.split).
+_SPLIT_LONGEST = 64
 
 
 def _literal_of(source: str) -> str | None:
