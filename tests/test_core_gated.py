@@ -249,3 +249,66 @@ def test_a_watch_whose_delimiters_have_no_trigger_takes_long_and_unicode_chunks(
     text = "<r>" + "é天 " * 40 + "x" * 100 + "  \n"
     message = check_every_split(template, "", text)
     assert message["r"] == ("é天 " * 40 + "x" * 100).strip()
+
+
+# -- feed's hot path (issue 11): chunk after chunk in a region that has begun -------------------------------------
+
+
+class GeneralPathParser(rt.ResponseParser):
+    """The same parser with feed's hot path switched off: every chunk takes the general path."""
+
+    def _heat(self):
+        self._hot = None
+
+
+# whitespace outside ASCII, `\x1c` (whitespace for `str.isspace`, not for `\s`), non-ASCII text before whitespace,
+# chunks of whitespace only, trigger characters that begin no trigger, and beginnings of one trigger that is itself
+# the beginning of another (gpt-oss's `to=` and `to=functions.`)
+HOT_DECOYS = [" \u3000", "\u3000\u3000", "好 ", "🌤 \n", "\u00a0 ", "\u2003", "\x1c ", "    ", "\n\n", "x<y ", "f fu ",
+              "to= ", "to=functi ", "} ,", "a)\n", "é<"]
+
+
+def per_feed(parser_class, template, prefix: str, chunks, truncated: bool):
+    """What a user sees: the events of each feed (and of finalize), and the message."""
+    parser = parser_class(template, prefix)
+    events = [parser.initial_events] + [parser.feed(chunk) for chunk in chunks]
+    message, final = parser.finalize(truncated=truncated)
+    return message, events + [final]
+
+
+@pytest.mark.parametrize(
+    "name", ["qwen3", "phi-4-mini", "gpt-oss", "glm", "deepseek_v4", "olmo3", "llama4_pythonic", "apriel_thinker", "cohere-command"]
+)
+def test_the_hot_path_returns_the_events_of_the_general_path(name):
+    """Every feed returns the same events, and the message is the same, with or without the hot path, on corpus
+    outputs grown with prose and decoys, for chunkings that cut literals, whitespace runs and characters."""
+    template = rt.load_template(name)
+    literals = trigger_literals(template)
+    corpus = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))
+    rng = random.Random("hot-" + name)
+    decoys = HOT_DECOYS + [literal[: rng.randrange(1, len(literal))] for literal in literals if len(literal) > 1]
+    for case in corpus["cases"]:
+        truncated = case.get("truncated", False)
+        text = case["output"]
+        points = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, 12)))
+        pieces, last = [], 0
+        for point in points:
+            pieces += [text[last:point], "".join(rng.choice(decoys) for _ in range(3))]
+            last = point
+        for sample in (text, "".join(pieces) + text[last:]):
+            for label, chunks in chunkings(sample, literals, rng):
+                with_hot = outcome(lambda: per_feed(rt.ResponseParser, template, case["prefix"], chunks, truncated))
+                general = outcome(lambda: per_feed(GeneralPathParser, template, case["prefix"], chunks, truncated))
+                assert with_hot == general, (label, chunks)
+
+
+def test_whitespace_for_the_lead_class_is_whitespace_for_str_isspace():
+    """The hot path asks `str.isspace` before the regex `\\s` about a character outside ASCII: every character `\\s`
+    matches must be one `str.isspace` accepts (the converse does not hold: `\\x1c`)."""
+    import sys
+
+    import regex
+
+    space = regex.compile(r"\s")
+    assert all(chr(code).isspace() for code in range(sys.maxunicode + 1) if space.match(chr(code)))
+    assert "\x1c".isspace() and not space.match("\x1c")

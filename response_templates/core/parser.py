@@ -16,6 +16,7 @@ not grow with what was fed before.
 from __future__ import annotations
 
 import logging
+import sys
 from time import perf_counter
 from typing import Any
 
@@ -36,6 +37,8 @@ _LONG_HOLD = 4096
 _TRIM_AT = 4096
 # Chunks up to this long (ASCII) are checked for trigger characters with a set, longer ones with a regex search.
 _SET_CHECK = 64
+# Every ASCII character (see `_heat`).
+_ASCII_CHARS = frozenset(map(chr, range(128)))
 # At the end of a text at most this long, a regex delimiter is found with one plain search (lookbehinds included,
 # its cost is bounded by the square of this length).
 _SHORT_SEARCH = 512
@@ -98,12 +101,14 @@ class ResponseParser:
         self._base = 0  # stream position of self._buffer[0] (consumed text is dropped from the front)
         self._memo: dict = {}  # per delimiter: how far its scan got (stream positions), see find_delimiter
         self._clean = False  # the held text holds no trigger of the current watch (see feed's fast path)
-        self._checked = -1  # stream position up to which the gated fast path found no trigger (see feed)
+        self._checked = -1  # position in the buffer up to which the gated fast path found no trigger (see feed)
         self._output: dict = compiled.fresh_defaults()
         self._finalized = False
         self._plain = self._decoder is None  # feed takes text and the parser is not finalized (feed's fast path)
         self._trims = not compiled.keeps_history
         self._runs: tuple | None = None  # (stream position of the buffer's end, where each lead run ending there starts)
+        self._hot: tuple | None = None  # what feed's hot path needs in the current state, or None (see _heat)
+        self._counted = 0  # stream position up to which fed text was counted as work (see _account)
         self._reset()
         self.initial_events: list[dict] = []
         if self._decoder is not None:
@@ -119,21 +124,110 @@ class ResponseParser:
                 self._buffer = compiled.truncate_prefix(prefix)
                 if self._buffer:
                     self._run(self.initial_events if _events else None, eos=False)
+        self._counted = self._base + len(self._buffer)
+        self._heat()
 
     # -- public API ---------------------------------------------------------------------------------------------
 
     def feed(self, chunk: Any) -> list[dict]:
         """Add generated text (or token ids, with tokenizer=) and return the events it settles."""
-        if not (self._plain and chunk.__class__ is str):
-            return self._feed_other(chunk)
-        if not chunk:
-            return []
+        hot = self._hot
+        if hot is None or chunk.__class__ is not str or not chunk:
+            return self._feed_cold(chunk)
         # Appending to a string nothing else references lets CPython grow it in place instead of copying it.
         buffer, self._buffer = self._buffer, ""
         old_end = len(buffer)
         pos = self._pos
         buffer += chunk
         self._buffer = buffer
+        # The common case, in a region that has begun, of a gated watch (see `_heat`): the chunk, with what is held
+        # (and `back` characters before, for lookbehind triggers), holds none of the watch's trigger characters, or
+        # only some that begin no trigger. Then the chunk goes to the region, except a run of whitespace that ends it
+        # (held: a delimiter may start there). The same decisions as the gated path of `_feed_text`, in fewer steps.
+        chars, plain_last, back, proto, body, limit, fast = hot
+        if pos == old_end and (not back or self._checked == old_end):
+            start, region = pos, chunk
+        elif old_end - pos <= _SET_CHECK:
+            start = pos - back if pos >= back else 0
+            region = buffer[start:]
+        else:
+            return self._feed_text(chunk, buffer, old_end, pos)
+        end = len(buffer)
+        if not chars.isdisjoint(region):
+            if not fast.split:
+                return self._feed_text(chunk, buffer, old_end, pos)
+            # a whole trigger makes a full scan; the beginning of one at the end is held, with the run of whitespace
+            # before it; else the chunk is taken as when there is no trigger character
+            if fast.trigger.search(buffer, start) is not None:
+                return self._scan()
+            if fast.cuts is not None and chunk[-1] in fast.cut_chars:
+                found = fast.cuts.search(buffer, max(start, end - fast.cut_reach))
+                if found is not None:
+                    hold = found.start()
+                    if hold < pos:
+                        return self._scan()
+                    if fast.single is not None:
+                        found = fast.single.search(buffer, pos, hold)
+                        hold = found.end() if found is not None else pos
+                    self._checked = -1
+                    if hold <= pos:
+                        return []
+                    self._pos = hold
+                    text = buffer[pos:hold]
+                    body.append(text)
+                    if hold > limit:
+                        self._trim()
+                    event = proto.copy()
+                    event["text"] = text
+                    return [event]
+        last = chunk[-1]
+        if last in plain_last:  # an ASCII character outside the lead class (whitespace)
+            hold = end
+        elif last in fast.lead_chars:
+            # a run of whitespace ends the chunk: held, from its first character (the general path when the run
+            # fills the chunk after held text, or may begin with whitespace outside ASCII)
+            kept = len(chunk.rstrip(fast.lead_string))
+            if not kept:
+                if pos < old_end:
+                    return self._feed_text(chunk, buffer, old_end, pos)
+                # whitespace only, after nothing held: all of it is held (where its run begins, before the chunk,
+                # only the general path needs to know)
+                if back:
+                    self._checked = end
+                return []
+            if chunk[kept - 1].isspace():  # whitespace outside ASCII may continue the run
+                return self._feed_text(chunk, buffer, old_end, pos)
+            hold = old_end + kept
+        elif fast.any_lead is None or not last.isspace() or fast.any_lead.match(last) is None:
+            hold = end  # (the lead class, `\s`, holds no character outside those `str.isspace` accepts)
+        else:
+            return self._feed_text(chunk, buffer, old_end, pos)
+        if back:
+            self._checked = end
+        self._pos = hold
+        text = chunk if hold == end and pos == old_end else buffer[pos:hold]
+        body.append(text)
+        if hold > limit:
+            self._trim()
+        event = proto.copy()  # a region_chunk event: copying its other keys is cheaper than building it
+        event["text"] = text
+        return [event]
+
+    def _feed_cold(self, chunk: Any) -> list[dict]:
+        """`feed` outside the common case of the hot path."""
+        if not (self._plain and chunk.__class__ is str):
+            return self._feed_other(chunk)
+        if not chunk:
+            return []
+        buffer, self._buffer = self._buffer, ""
+        old_end = len(buffer)
+        pos = self._pos
+        buffer += chunk
+        self._buffer = buffer
+        return self._feed_text(chunk, buffer, old_end, pos)
+
+    def _feed_text(self, chunk: str, buffer: str, old_end: int, pos: int) -> list[dict]:
+        """`feed` of text, once appended to the buffer (`buffer`; it ended at `old_end`, the scan was at `pos`)."""
         watch = self._watch
         if watch.simple:
             if pos == old_end:
@@ -149,9 +243,8 @@ class ResponseParser:
                 # must contain), or where a lookbehind trigger says (see scan.gate_of): when the held text and the
                 # chunk hold none (from `back` characters before the held text), only the run of whitespace that
                 # ends the text, or a trigger's beginning cut by the end, may still start one.
-                work[0] += len(chunk)
                 back = fast.back
-                if pos < old_end or (back and self._checked != self._base + old_end):
+                if pos < old_end or (back and self._checked != old_end):
                     start = pos - back if pos >= back else 0
                     region = buffer[start:]
                 else:
@@ -159,16 +252,30 @@ class ResponseParser:
                     # position then) with no trigger, whole or cut: none can begin before the chunk
                     start, region = pos, chunk
                 cut = None
-                if fast.trigger is not None and not (
-                    len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region)
+                end = len(buffer)
+                if fast.trigger is None or (
+                    len(region) <= _SET_CHECK and (fast.exact or region.isascii()) and fast.chars.isdisjoint(region)
                 ):
+                    pass
+                elif fast.split:
+                    # literal triggers: a whole one (`regex` would prefer it to a partial match anywhere), else the
+                    # beginning of one at the end, found without a partial search (which costs several times more)
+                    found = fast.trigger.search(buffer, start)
+                    if found is not None:
+                        return self._scan()
+                    if fast.cuts is not None and buffer[-1] in fast.cut_chars:
+                        found = fast.cuts.search(buffer, max(start, end - fast.cut_reach))
+                        if found is not None:
+                            if found.start() < pos:
+                                return self._scan()
+                            cut = found.start()  # a trigger's beginning: a delimiter may start there or just before
+                else:
                     found = fast.trigger.search(buffer, start, partial=True)
                     if found is not None and found.end() > found.start():
                         if not found.partial or found.start() < pos:
                             return self._scan()
                         cut = found.start()  # a trigger's beginning: a delimiter may start there or just before
-                end = len(buffer)
-                self._checked = self._base + end if cut is None else -1
+                self._checked = end if cut is None else -1
                 last = chunk[-1]
                 if cut is not None:
                     hold = cut
@@ -208,7 +315,6 @@ class ResponseParser:
                 # text, if any, was held only as a run of a lead class such as whitespace), the only place a
                 # delimiter may still start is a run of a lead class at the end.
                 if not (fast.begin and self._base + pos == 0):
-                    work[0] += len(chunk)
                     trigger = fast.trigger
                     if trigger is None:
                         hit = False
@@ -252,13 +358,51 @@ class ResponseParser:
     def _scan(self) -> list[dict]:
         """The full scan of what is held and fed (when no fast path applies); returns the events it settles."""
         self._checked = -1
+        self._account()
         events: list[dict] = []
         with regex_budget(len(self._buffer) - self._pos):
             self._run(events if self._record else None, eos=False)
         self._trim()
         fast = self._watch.fast
         self._clean = fast is not None and not fast.gated and self._held_clean()
+        self._heat()
         return events
+
+    def _account(self) -> None:
+        """Count the text fed since the last count as work (`scan.work`): the fast paths check each character of a
+        chunk (about) once; counted here rather than per chunk."""
+        fed = self._base + len(self._buffer)
+        work[0] += fed - self._counted
+        self._counted = fed
+
+    def _heat(self) -> None:
+        """Prepare `feed`'s hot path for the current state (None: the state does not take it): a gated watch (see
+        scan.gate_of), away from the start of the text when a delimiter may match there, inside a region that has
+        begun, text fed and events recorded."""
+        fast = self._watch.fast
+        name = self._current
+        if (
+            fast is not None
+            and fast.gated
+            and fast.exact
+            and self._plain
+            and self._decoder is None
+            and self._record
+            and name is not None
+            and self._opened
+            and not (fast.begin and self._base + self._pos == 0)
+        ):
+            self._hot = (
+                fast.chars,
+                _ASCII_CHARS - fast.lead_chars,
+                fast.back,
+                {"type": "region_chunk", "field": name, "text": "", "dirty": self._dirty[name]},
+                self._body,
+                _TRIM_AT if self._trims else sys.maxsize,
+                fast,
+            )
+        else:
+            self._hot = None
 
     def _lead_hold(self, fast: Any, buffer: str, pos: int, old_end: int) -> int:
         """Where the run of a lead class that ends the buffer starts (the earliest over the lead classes), looking
@@ -336,6 +480,7 @@ class ResponseParser:
                 events.append({"type": "region_chunk", "field": name, "text": text, "dirty": self._dirty[name]})
         else:
             self._route(events if self._record else None, text)
+            self._heat()
         if self._pos > _TRIM_AT and self._trims:
             self._trim()
         return events
@@ -346,6 +491,8 @@ class ResponseParser:
             self._buffer = self._buffer[cut:]
             self._pos -= cut
             self._base += cut
+            if self._checked >= 0:
+                self._checked -= cut
 
     def finalize(self, truncated: bool = False) -> tuple[dict, list[dict]]:
         """End the stream: settle held-back text, close the open region, return `(message, events)`.
@@ -358,6 +505,8 @@ class ResponseParser:
             raise RuntimeError("this ResponseParser is already finalized")
         if self._decoder is not None:
             self._buffer += self._decoder.flush()
+        self._hot = None
+        self._account()
         events: list[dict] = []
         with regex_budget(len(self._buffer) - self._pos):
             self._run(events if self._record else None, eos=True, truncated=bool(truncated))

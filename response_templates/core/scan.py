@@ -1521,6 +1521,16 @@ class FastPath:
     lead_string: str = ""  # the ASCII characters of that one lead class
     gated: bool = False
     back: int = 0  # gated: how far before the first held character a trigger may begin (for lookbehind triggers)
+    # gated: every trigger begins with one of `chars` (so a chunk of any text without them holds none)
+    exact: bool = False
+    # gated, `split`: every trigger is a literal, so a trigger only partly there at the end of a text is a proper
+    # beginning of one; then a plain search of `trigger` finds the whole ones (`regex` prefers a whole match anywhere
+    # to a partial one), and `cuts` (None when no literal has a proper beginning) those beginnings at the end.
+    # `cut_chars`: the characters they end with; `cut_reach`: the longest one's length (see parser.ResponseParser.feed).
+    split: bool = False
+    cuts: object = None
+    cut_chars: frozenset = frozenset()
+    cut_reach: int = 0
 
 
 _ASCII = tuple(map(chr, range(128)))
@@ -1574,6 +1584,13 @@ def _gated(literals: list[str], scans: list) -> FastPath:
     # the whitespace a start may be followed by, before its literal: held while it ends the text
     any_lead = regex.compile(r"\s") if blank else None
     leads = (regex.compile(r"(?r)(?!\s).", regex.DOTALL),) if blank else ()
+    chars = frozenset(char for char in _ASCII if firsts is not None and firsts.match(char) is not None)
+    literals = [_literal_of(source) for source, _, _ in ordered]
+    # (a trigger led by a lookbehind is not split: `regex` reports a partial match where its lookbehind reaches the
+    # start of the text, which the search for literal beginnings would not find; nor are long literals, whose
+    # beginnings would take memory growing with the square of their length)
+    split = bool(literals) and all(literal is not None and len(literal) <= _SPLIT_LONGEST for literal in literals)
+    beginnings = sorted({literal[:size] for literal in literals for size in range(1, len(literal))}) if split else []
     return FastPath(
         trigger=trigger,
         any_lead=any_lead,
@@ -1583,11 +1600,35 @@ def _gated(literals: list[str], scans: list) -> FastPath:
         after=None,
         begin=any(scan.gate[1] for scan in scans),
         reach=0,
-        chars=frozenset(char for char in _ASCII if firsts is not None and firsts.match(char) is not None),
+        chars=chars,
         lead_chars=frozenset(char for char in _ASCII if blank and any_lead.match(char) is not None),
         gated=True,
         back=max((back for _, _, back in ordered), default=0),
+        exact=all(_literal_of(first) in chars for _, first, _ in ordered),
+        split=split,
+        cuts=(
+            regex.compile("(?:" + "|".join(map(regex.escape, sorted(beginnings, key=len, reverse=True))) + r")\Z", regex.DOTALL)
+            if split and beginnings
+            else None
+        ),
+        cut_chars=frozenset(beginning[-1] for beginning in beginnings),
+        cut_reach=max(map(len, beginnings), default=0),
     )
+
+
+# The longest literal trigger a gated fast path searches for by its beginnings (see FastPath.split).
+_SPLIT_LONGEST = 64
+
+
+def _literal_of(source: str) -> str | None:
+    """The text a regex source spells when it is only literal characters (`regex.escape` output), else None."""
+    try:
+        items = list(sre_parse.parse(source))
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return None
+    if not items or any(op is not _C.LITERAL for op, _ in items):
+        return None
+    return "".join(chr(value) for _, value in items)
 
 
 def _begins(found) -> bool:
