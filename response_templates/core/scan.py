@@ -1283,7 +1283,7 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
     for trigger, back in scan.after_runs:
         sources.append(["after_run", trigger, back, [], None, -1])
     for literal, size, least, most, back in scan.near:
-        sources.append(["near", literal, (size, least, most, back), [], max(0, start - most), -1])
+        sources.append(["near", literal, (size, least, most, back), [], max(0, start - most), -1, None])
     fixed: list[int] = []
     if scan.begin and start == 0:
         fixed.append(0)
@@ -1578,7 +1578,15 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
             if pending:
                 if run_back is None:
                     return pending[0]
-                cand = _run_start(run_back, buffer, pos, pending[0])  # a run of the lead class before it
+                walked = source[6]  # (position, start of the lead run that ends there) of the last walk back
+                if walked is not None and walked[0] <= pending[0]:
+                    # only the text since that position: a run that fills it goes on from that run's start
+                    found = run_back.search(buffer, max(pos, walked[0]), pending[0])
+                    work[0] += pending[0] - (found.end() if found is not None else walked[0]) + 1
+                    cand = found.end() if found is not None else max(walked[1], pos)
+                else:
+                    cand = _run_start(run_back, buffer, pos, pending[0])  # a run of the lead class before it
+                source[6] = (pending[0], cand)
                 if cand >= low:
                     return cand
                 pending.pop(0)  # its run starts at a position already examined
