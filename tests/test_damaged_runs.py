@@ -39,6 +39,8 @@ CUT_AFTER_MARKUP = [
     ("nemotron_nano_v2", "Let me check.<TOOLCALL>", " ", "text", 30000),
     ("nemotron_super_v1.5", "Let me check.<TOOLCALL>", " ", "text", 30000),
     ("phi-4-mini", "Let me check.<|tool_call|>", " ", "text", 30000),
+    ("llama3.1", '{"name": "Alice"', " ", "text", 30000),
+    ("llama4", '{"name": "Alice"', "\n", "text", 30000),
 ]
 
 
