@@ -24,6 +24,7 @@ from .content import TYPED_SYNTAX
 from .errors import RegexTimeoutError, excerpt, grow_regex_budget, regex_budget, regex_time_left, timeout_message
 from .oneshot import FAR, build_short_plan, find_near, find_short, note_far
 from .scan import first_candidate, quiet, scan_pattern, track_guards, work
+from .scan import NOT_SPACE  # a non-whitespace character, as `regex` reads `\s`
 from .template import CompiledTemplate, Watch, WatchItem, literal_runs, load_template
 from .token_ids import TokenIdDecoder, strip_markers
 from .tools import tool_parameters, type_tool_calls
@@ -31,8 +32,9 @@ from .tools import tool_parameters, type_tool_calls
 # Consumed text kept before the scan position, for \b and the like in delimiter patterns (templates whose
 # patterns have lookbehinds keep everything).
 _CONTEXT = 256
-# A partial match held back over more text than this is tried again only once the held text doubles (see _scan_item).
-_LONG_HOLD = 4096
+# A partial match held back over more text than this is tried again only once the held text doubles, unless the text
+# added may settle it (see _scan_item).
+_LONG_HOLD = 256
 # Drop consumed text once this much has piled up (amortises the copy).
 _TRIM_AT = 4096
 # Chunks up to this long (ASCII) are checked for trigger characters with a set, longer ones with a regex search.
@@ -442,10 +444,11 @@ class ResponseParser:
         if fast is None:
             return False
         buffer, pos = self._buffer, self._pos
+        if not 0 < len(buffer) - pos <= _SET_CHECK:
+            return False  # (checked before copying the held text, which may be long)
         held = buffer[pos:]
         return (
-            0 < len(held) <= _SET_CHECK
-            and held.isascii()
+            held.isascii()
             and fast.lead_chars.issuperset(held)
             and fast.chars.isdisjoint(held)
             and (fast.after is None or pos == 0 or fast.after.match(buffer, pos - 1) is None)
@@ -868,9 +871,13 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
             # length, so (when the text added since cannot complete it) wait until the held text has doubled.
             # Holding longer only delays events; the message is the same.
             at, then = held[0] - base, held[1] - base
-            if at >= pos and end - at < 2 * (then - at) and scan.completion.search(buffer, then) is None:
+            if at >= pos and end - at < 2 * (then - at) and _still_held(scan, buffer, held[2] - base):
+                memo[(key, "held")] = (held[0], held[1], end + base)  # the text up to here is checked
                 return None, at
             del memo[(key, "held")]
+        if start > limit:
+            # every candidate left lies past what can be committed now (an earlier delimiter holds before it)
+            return None, end
         if not eos and first_candidate(scan, buffer, start) >= end:
             # no trigger in the text since the last scan and no lead run at its end: nothing can start there
             memo[key] = end + base
@@ -887,8 +894,8 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     )
     if memo is not None:
         memo[key] = dead + base
-        if kind == "hold" and end - at > _LONG_HOLD and scan.completion is not None:
-            memo[(key, "held")] = (at + base, end + base)
+        if kind == "hold" and end - at > _LONG_HOLD:
+            memo[(key, "held")] = (at + base, end + base, end + base)
     if kind is None:
         return None, end
     if kind == "match":
@@ -899,6 +906,16 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     if kind == "hold":
         return None, at
     return _settle_probe(item, buffer, match, end)
+
+
+def _still_held(scan: Any, buffer: str, checked: int) -> bool:
+    """Whether the text from `checked` (added since the hold was last checked) may leave a held partial match as it
+    is, so that trying it again can wait: whitespace only (it goes on with a run of whitespace, which a match held
+    that long as good as always takes or waits for), or text without a character a match can end with
+    (`PatternScan.completion`). Either way a wrong guess only delays events: the message is the same."""
+    if NOT_SPACE.search(buffer, checked) is None:
+        return True
+    return scan.completion is not None and scan.completion.search(buffer, checked) is None
 
 
 def _find_short(watch: Watch, text: str, pos: int, found: dict) -> tuple | None:

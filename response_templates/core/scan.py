@@ -605,6 +605,9 @@ class PatternScan:
     back_reach: int = 0
     lead_back: object = None
     gate: object = None  # gate_of(pattern): the coarser picture of starts the chunk fast path may use
+    # A match that starts inside a run of whitespace goes on after the run's end (see `_run_rest`): this matches
+    # there whenever the pattern can match from inside the run. None: unknown.
+    run_rest: object = None
 
 
 def analyze(pattern: str) -> PatternScan | None:
@@ -626,6 +629,7 @@ def analyze(pattern: str) -> PatternScan | None:
     if empty:
         return None
     risky, shared_runs, run_limit = _risky(parsed)
+    guards_of = _guards(original)
     by_lead: dict[str, list] = {}
     plain: list = []
     after = _EMPTY
@@ -707,8 +711,8 @@ def analyze(pattern: str) -> PatternScan | None:
         shared_runs=shared_runs,
         run_limit=run_limit,
         long_run=regex.compile(f"[{shared_runs}]{{{run_limit}}}") if shared_runs else None,
-        completion=_completion(parsed, original),
-        **_guards(original),
+        completion=_completion(parsed),
+        **guards_of,
         # only for the kinds of starts first_candidate knows (a start before its trigger is a lead run's start)
         prefilter=(
             regex.compile("|".join(triggers) or "(?!)")
@@ -718,6 +722,7 @@ def analyze(pattern: str) -> PatternScan | None:
         back_reach=max([most + len(literal) for literal, least, most, _ in near] + [1 if after.source() else 0]),
         lead_back=regex.compile(f"(?r)(?!{'|'.join(by_lead)}).", regex.DOTALL) if by_lead else None,
         gate=gate_of(original),
+        run_rest=None if guards_of else _run_rest(original),
     )
 
 
@@ -847,15 +852,179 @@ def _block_form(body: str):
         return None
 
 
-def _completion(parsed, pattern: str):
-    if any(marker in pattern for marker in ("(?=", "(?!", "(?<", "$", "\\Z", "\\b", "\\B", "\\A", "^")):
-        return None
+def _completion(parsed):
+    """The characters a match must end with (the last it consumes), when nothing past its end decides it: no
+    lookahead, `$`, `\\Z` or word boundary (lookbehinds and start anchors only look back). None otherwise."""
     try:
+        if _looks_ahead(parsed):
+            return None
         chars, empty = _last(parsed)
     except _Unknown:
         return None
     source = chars.source()
     return None if empty or not source else regex.compile(source)
+
+
+def _looks_ahead(items) -> bool:
+    """Whether a sequence holds an assertion that can look past where it is tested (a lookahead, an end anchor, a
+    word boundary), at any depth; unknown constructs count as looking ahead."""
+    for op, av in items:
+        if op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN):
+            continue
+        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
+            if _looks_ahead(av[2]):
+                return True
+        elif op is _C.SUBPATTERN:
+            if _looks_ahead(av[3]):
+                return True
+        elif op is _ATOMIC:
+            if _looks_ahead(av):
+                return True
+        elif op is _C.BRANCH:
+            if any(_looks_ahead(alternative) for alternative in av[1]):
+                return True
+        elif op in (_C.ASSERT, _C.ASSERT_NOT):
+            if av[0] != -1 or _looks_ahead(av[1]):
+                return True
+        elif op is _C.AT:
+            if av not in (_C.AT_BEGINNING, _C.AT_BEGINNING_STRING):
+                return True
+        else:
+            raise _Unknown
+    return False
+
+
+# Whitespace (as `regex` reads `\s`): the runs `_run_rest` is about.
+_SPACE = Charset(frozenset([r"\s"]), small=False)
+_QUANTIFIER = regex.compile(r"(?:[*+?]|\{\d+(?:,\d*)?\}|\{,\d+\})[?+]?")
+_BACKREF = regex.compile(r"\\[1-9gk]|\(\?P=|\(\?\(")
+
+
+def _atoms(source: str) -> list[str] | None:
+    """A sequence (no top-level `|`) split into its top-level atoms, each with its quantifier, or None."""
+    atoms, index = [], 0
+    while index < len(source):
+        char = source[index]
+        if char == "\\":
+            if source[index + 1:index + 2] in ("x", "u", "U", "N", "0", ""):
+                return None  # escapes longer than one character: not split here
+            stop = index + 2
+        elif char == "[":
+            stop = index + 1
+            if source[stop:stop + 1] == "^":
+                stop += 1
+            if source[stop:stop + 1] == "]":
+                stop += 1
+            while stop < len(source) and source[stop] != "]":
+                stop += 2 if source[stop] == "\\" else 1
+            if stop >= len(source):
+                return None
+            stop += 1
+        elif char == "(":
+            stop = _group_end(source, index)
+            if stop is None:
+                return None
+        elif char in "|)*+?{":
+            return None
+        else:
+            stop = index + 1
+        found = _QUANTIFIER.match(source, stop)
+        if found is not None:
+            stop = found.end()
+        atoms.append(source[index:stop])
+        index = stop
+    return atoms
+
+
+def _blank_only(items) -> bool:
+    """Whether everything a sequence can consume is whitespace (zero-width assertions are let through)."""
+    for op, av in items:
+        if op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN):
+            if not _subset(_charset(op, av), _SPACE):
+                return False
+        elif op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
+            if not _blank_only(av[2]):
+                return False
+        elif op is _C.SUBPATTERN:
+            if av[1] | av[2] or not _blank_only(av[3]):
+                return False
+        elif op is _ATOMIC:
+            if not _blank_only(av):
+                return False
+        elif op is _C.BRANCH:
+            if not all(_blank_only(alternative) for alternative in av[1]):
+                return False
+        elif op not in (_C.ASSERT, _C.ASSERT_NOT, _C.AT):
+            return False
+    return True
+
+
+def _parse(source: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return sre_parse.parse(_NAMED.sub(lambda m: m.group(1) + "(", source), re.DOTALL)
+
+
+def _rests(source: str, depth: int = 0) -> list[str] | None:
+    """For each top-level alternative of `source` that can match away from the start of the text: what must match
+    at the end of a run of whitespace for the alternative to match from inside the run. The alternative is split into
+    a head that consumes whitespace only and a rest that cannot begin with whitespace (nor be empty), so the rest
+    starts where the run ends; an alternative that is one lookahead stands for what it holds. None when an
+    alternative is not of that form."""
+    if depth > 4:
+        return None
+    rests = []
+    for alternative in top_alternatives(source):
+        atoms = _atoms(alternative)
+        if not atoms:
+            return None
+        if len(atoms) == 1 and atoms[0].startswith("(?=") and atoms[0].endswith(")"):
+            inner = _rests(atoms[0][3:-1], depth + 1)
+            if inner is None:
+                return None
+            rests.extend(inner)
+            continue
+        parsed = [_parse(atom) for atom in atoms]
+        head = 0  # atoms of the head: the longest blank prefix, without its trailing zero-width atoms
+        for index, atom in enumerate(parsed):
+            if not _blank_only(atom):
+                break
+            if atom.getwidth()[1] > 0:
+                head = index + 1
+        rest = "".join(atoms[head:])
+        if not rest:
+            starts, _ = _starts(_parse(alternative))
+            if starts and all(kind[0] == "begin" for kind in starts):
+                continue  # only at the start of the text, never inside a run
+            return None
+        starts, empty = _starts(_parse(rest))
+        if empty or not starts:
+            return None
+        for kind in starts:
+            if kind[0] == "first":
+                if _overlap(kind[1], _SPACE) or (kind[2] is not None and _overlap(kind[2], _SPACE)):
+                    return None
+            elif kind[0] not in ("end", "begin"):
+                return None
+        rests.append(rest)
+    return rests
+
+
+def _run_rest(pattern: str):
+    """A regex that matches (or partly matches) at the end of a run of whitespace whenever the pattern can match
+    from a position inside the run (see `_rests`), or None. After a failed try inside a long run, `scan_pattern`
+    checks it once at the run's end: when it fails there, no position of the run can start a match."""
+    if regex.match(r"\(\?[a-zA-Z]+\)", pattern) or _BACKREF.search(pattern):
+        return None
+    try:
+        rests = _rests(pattern)
+        if rests is None:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return regex.compile("|".join(f"(?:{rest})" for rest in rests) or "(?!)", regex.DOTALL)
+    except (_Unknown, re.error, regex.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
+        return None
 
 
 def _risky(items) -> tuple[bool, str | None, int]:
@@ -1087,6 +1256,11 @@ def _run_start(back, buffer: str, low: int, at: int) -> int:
     return found.end() if found is not None else low
 
 
+# A failed try this far from the end of a run of whitespace checks the run's end (`PatternScan.run_rest`).
+_RUN_SKIP = 32
+NOT_SPACE = regex.compile(r"\S")
+
+
 def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, eos: bool, limit: int, timed, guards=None):
     """Find the first candidate at or after `start` (>= `pos`; positions before `start` are known dead) where
     `pattern` matches or could still match. Candidates past `limit` are not examined.
@@ -1109,7 +1283,7 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
     for trigger, back in scan.after_runs:
         sources.append(["after_run", trigger, back, [], None, -1])
     for literal, size, least, most, back in scan.near:
-        sources.append(["near", literal, (size, least, most, back), [], max(0, start - most), -1])
+        sources.append(["near", literal, (size, least, most, back), [], max(0, start - most), -1, None])
     fixed: list[int] = []
     if scan.begin and start == 0:
         fixed.append(0)
@@ -1144,6 +1318,17 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
         work[0] += 1
         kind, match = _try(pattern, scan, buffer, best, eos, timed, guards)
         if kind is None:
+            if (
+                scan.run_rest is not None
+                and end - best > _RUN_SKIP
+                and NOT_SPACE.search(buffer, best, best + _RUN_SKIP) is None
+            ):
+                # inside a long run of whitespace: a match from anywhere in it needs `run_rest` at its end
+                found = NOT_SPACE.search(buffer, best + _RUN_SKIP)
+                run_end = found.start() if found is not None else end
+                work[0] += run_end - best
+                if timed(scan.run_rest.match, buffer, run_end, partial=not eos) is None:
+                    tried = run_end - 1
             continue
         return kind, match, best, best
 
@@ -1393,7 +1578,15 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
             if pending:
                 if run_back is None:
                     return pending[0]
-                cand = _run_start(run_back, buffer, pos, pending[0])  # a run of the lead class before it
+                walked = source[6]  # (position, start of the lead run that ends there) of the last walk back
+                if walked is not None and walked[0] <= pending[0]:
+                    # only the text since that position: a run that fills it goes on from that run's start
+                    found = run_back.search(buffer, max(pos, walked[0]), pending[0])
+                    work[0] += pending[0] - (found.end() if found is not None else walked[0]) + 1
+                    cand = found.end() if found is not None else max(walked[1], pos)
+                else:
+                    cand = _run_start(run_back, buffer, pos, pending[0])  # a run of the lead class before it
+                source[6] = (pending[0], cand)
                 if cand >= low:
                     return cand
                 pending.pop(0)  # its run starts at a position already examined
