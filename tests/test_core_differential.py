@@ -603,3 +603,183 @@ def test_rich_templates_with_tools_match_transformers(data, generated):
     chunks = data.draw(splits(text))
     tools = data.draw(st.lists(st.sampled_from(TOOLS), min_size=1, max_size=4))
     check_with_tools(template, prefix, text, chunks, tools)
+
+
+# Region bodies built from the characters and tokens each content parser's syntax turns on.
+BODY_PIECES = {
+    "text": ["a", " ", "\n", "\t", "\u00a0", "\u2028", "\x85", "é", "\U0001d11e", "😀", "\r"],
+    "int": list("0123456789-+_ xe") + ["٣", "０", "\u00a0", "1e3", "0x"],
+    "float": list("0123456789-+._ eE") + ["nan", "inf", "Infinity", "٣", "\u00a0"],
+    "bool": ["true", "True", "1", "0", "false", " ", "\n", "x", "TRUE", "٣"],
+    "json": ["{", "}", "[", "]", ",", ":", "a", '"k"', '"v"', "1", "-2.5e3", "true", "null", " ", '<|"|>', "<<", ">>",
+             "'", "\\", "\\n", '"', "\\ud83d", "\\ude00", "é", "NaN", "Infinity", "\n"],
+    "kv-lines": ["a", ":", "=", "\n", ";", " ", "|", "=>", "1", "[1]", "{}", "x", '"q"', "\t", "true"],
+    "python-call-list": ["[", "]", "(", ")", ",", "=", "f", "a", "b", "'x'", '"y"', "1", "-2.5e3", "True", "None", "{",
+                         "}", ":", " ", "\n", "'\\u00e9'", "'\\ud83d\\ude00'", "'\\ud83d'", "'\\q'", "'", '"', ".", "-",
+                         "9007199254740991", "9007199254740992", "1e999", "0", "01", "null", "_", "'\\ud800'", "\ud800"],
+    "xml-inline": ["<", ">", "/", "a", "b", "=", "parameter", '"', "1", "\n", "<a>", "</a>", "<parameter=n>",
+                   "</parameter>", '<arg name="n" type="int">', '<arg name="m" type="json">', "</arg>", " v=2", "x",
+                   '{"k": 1}', "true"],
+}  # fmt: skip
+
+
+@settings(max_examples=300 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), parser=content_specs())
+def test_content_parsers_on_random_bodies_match_transformers(data, parser):
+    """One region whose body is a random mix of the tokens its content parser's syntax turns on (and a few
+    well-formed bodies): the same value, or the same kind of error, with and without a transform."""
+    content, args = parser
+    field = {"open": "⟦", "close": "⟧", "content": content, "content_args": args, "repeats": data.draw(st.booleans())}
+    if data.draw(st.booleans()):
+        field["transform"] = data.draw(st.sampled_from(TRANSFORMS + (TRANSFORMS_EACH if content == "python-call-list" else [])))
+        field["transform_each"] = field["transform"] in TRANSFORMS_EACH
+    template = {"start_anchor": "<s>", "fields": {"x": field, "content": {}}}
+    _accepted(template)
+    pieces = BODY_PIECES[content] + BODY_PIECES["text"]
+    bodies = data.draw(
+        st.lists(
+            st.one_of(st.lists(st.sampled_from(pieces), max_size=16).map("".join), st.sampled_from(BODIES[content])),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    text = "".join(f"⟦{body}⟧ " for body in bodies)
+    tools = data.draw(st.sampled_from([None, TOOLS]))
+    check_with_tools(template, "", text, data.draw(splits(text)), tools)
+
+
+parsing_module = reference_module("transformers.utils.chat_parsing.response_parser")
+schemas = st.recursive(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.one_of(
+                st.sampled_from(["integer", "number", "boolean", "null", "object", "array", "string", "weird"]),
+                st.lists(st.sampled_from(["integer", "number", "boolean", "null", "object", "array", "string", 3]), max_size=3),
+            ),
+            "nullable": st.booleans(),
+        },
+    ),
+    lambda inner: st.fixed_dictionaries(
+        {}, optional={"anyOf": st.lists(inner, max_size=3), "oneOf": st.lists(inner, max_size=3), "nullable": st.booleans(),
+                      "type": st.sampled_from(["integer", "string", "null"])}
+    ),
+    max_leaves=8,
+)  # fmt: skip
+RAW_ARGUMENTS = ["7", " 7 ", "007", "3.0", "3.5", "1e3", "-0", "1_000", "٣", "inf", "NaN", "true", "True", " 1 ", "0",
+                 "false", "no", "null", "None", " null ", '{"a": 1}', "[1, 2]", "[1", "{}", "[]", '"x"', "", " ", "x",
+                 "1.", ".5", "+2", "0x10", "1e400", "9" * 30]  # fmt: skip
+
+
+@settings(max_examples=400 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@given(schema=schemas, raw=st.one_of(st.sampled_from(RAW_ARGUMENTS), st.text(max_size=6)))
+def test_schema_typing_matches_transformers(schema, raw):
+    """The types a parameter schema allows (unions and nullable nested anyhow), and how a text argument is typed."""
+    from response_templates.core import tools as ours
+
+    types = ours.schema_types(schema)
+    assert types == parsing_module._schema_types(schema), schema
+    assert outcome(lambda: ours.convert_text(raw, types)) == outcome(lambda: parsing_module._coerce(raw, types))
+
+
+@settings(max_examples=40 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), generated=rich_templates())
+def test_rich_long_outputs_match_transformers(data, generated):
+    """Rich templates on outputs of 500 to 12,000 characters: one-shot parsing past its short-text plan, and streams
+    long enough to drop consumed text (\\A, lookbehinds and `$` must still see what they saw)."""
+    template, meta = generated
+    _accepted(template)
+    prefix = data.draw(rich_prefixes(meta))
+    parts = data.draw(st.lists(rich_outputs(meta), min_size=1, max_size=4))
+    filler = data.draw(st.sampled_from(["x", " ", "word ", "\n", "é😀", "<", "a"]))
+    size = data.draw(st.sampled_from([500, 520, 4100, 5000, 12000]))
+    text = "".join(part + filler * (size // (len(parts) * len(filler))) for part in parts)
+    chunks = data.draw(splits(text))
+    check_against_oracle(template, prefix, text, chunks)
+
+
+# Token ids (tokenizer=): control tokens act as delimiters only when generated as their own ids. A tiny byte-level BPE
+# built offline (tests/tokenizer_factory.py) whose chat template makes <|im_start|>, <|im_end|>, <think>, </think>,
+# <tool_call> and </tool_call> control tokens.
+_TOKENIZER: list = []
+
+
+def tiny_tokenizer():
+    if not _TOKENIZER:
+        import tempfile
+
+        pytest.importorskip("tokenizers")
+        import tokenizer_factory
+
+        _TOKENIZER.append(tokenizer_factory.make_tokenizer(tempfile.mkdtemp(prefix="rt-differential-")))
+    return _TOKENIZER[0]
+
+
+CONTROL_DELIMITERS = [
+    _delim("literal", "<think>", ["<think>"]),
+    _delim("literal", "</think>", ["</think>"]),
+    _delim("literal", "<tool_call>", ["<tool_call>"]),
+    _delim("literal", "</tool_call>", ["</tool_call>"]),
+    _delim("literal", ["<|im_end|>", "</tool_call>"], ["<|im_end|>", "</tool_call>"]),
+    _delim("pattern", r"<tool_call>\s*", ["<tool_call>\n", "<tool_call>"]),
+    _delim("pattern", r"\s*</think>\s*", ["\n</think>\n\n", "</think>"]),
+    _delim("pattern", r"<think>|<t>", ["<think>", "<t>"]),
+]
+
+
+@settings(max_examples=80 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), generated=rich_templates())
+def test_token_ids_match_transformers(data, generated):
+    """Rich templates whose fields are delimited by control tokens, on token ids where each control token is its
+    own id or spelled out with ordinary tokens, fed in random groups of ids (characters split across ids)."""
+    tok = tiny_tokenizer()
+    template, meta = generated
+    for name, spec in template["fields"].items():
+        for key in ("open", "close"):
+            if spec.pop(key, None) is not None or spec.pop(f"{key}_pattern", None) is not None:
+                delimiter = data.draw(st.sampled_from(CONTROL_DELIMITERS))
+                spec[key if delimiter["kind"] == "literal" else f"{key}_pattern"] = delimiter["value"]
+                meta[name][key] = delimiter["examples"]
+        if spec.get("transform") in TRANSFORMS_NAMED:  # the control-token delimiters capture no names
+            del spec["transform"]
+    template["start_anchor"] = "<|im_start|>assistant\n"
+    template.pop("start_anchor_pattern", None)
+    _accepted(template)
+    control = {tok.convert_tokens_to_ids(token) for token in ("<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>")}
+
+    def as_ids(text: str) -> list[int]:
+        if data.draw(st.integers(0, 3)) == 0:  # spelled out with ordinary tokens, one character at a time
+            spelled = [i for char in text for i in tok.encode(char, add_special_tokens=False)]
+            assert not control & set(spelled)
+            return spelled
+        return tok.encode(text, add_special_tokens=False)
+
+    pieces = data.draw(st.lists(rich_outputs(meta), min_size=1, max_size=3))
+    sequence = [i for piece in pieces for i in as_ids(piece)]
+    prefix = data.draw(st.sampled_from([[], as_ids("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"),
+                                        as_ids("<|im_start|>assistant\n<think>\n"), as_ids("<|im_start|>assistant\n<tool_")]))  # fmt: skip
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(sequence) - 1)), max_size=8))) if len(sequence) > 1 else []
+    bounds = [0, *cuts, len(sequence)]
+    chunks = [sequence[a:b] for a, b in zip(bounds, bounds[1:])]
+
+    def streamed(parser_class, groups):
+        parser = parser_class(template, prefix=prefix, tokenizer=tok)
+        events = list(parser.initial_events)
+        for group in groups:
+            events += parser.feed(group)
+        message, final = parser.finalize()
+        return message, merged(events + final)
+
+    ours = outcome(lambda: rt.parse_response(sequence, template, prefix=prefix, tokenizer=tok))
+    theirs = outcome(lambda: reference.parse_response(sequence, template, prefix=prefix, tokenizer=tok))
+    theirs_stream = outcome(lambda: streamed(reference.ResponseParser, [sequence]))
+    ours_whole = outcome(lambda: streamed(rt.ResponseParser, [sequence]))
+    assert outcome(lambda: streamed(rt.ResponseParser, chunks)) == ours_whole, (template, prefix, chunks)
+    if ours != theirs:
+        # the deliberate difference (decisions taken at the prompt/output boundary), as for text
+        text_prefix = tok.decode(prefix) if prefix else ""
+        tail = rt.load_template(template).truncate_prefix(text_prefix) if prefix else ""
+        whole = outcome(lambda: reference.parse_response(tok.encode(tail, add_special_tokens=False) + sequence, template, prefix=[], tokenizer=tok))
+        assert ours == whole, (template, prefix, sequence, ours, theirs)
+    else:
+        assert ours_whole == theirs_stream, (template, prefix, sequence)
