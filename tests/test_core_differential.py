@@ -250,6 +250,35 @@ def test_library_templates_on_spliced_outputs_match_transformers(data, index):
     check_against_oracle(template, prefix, text, chunks)
 
 
+def test_calls_sharing_arguments_are_typed_in_order():
+    """A transform that builds two calls around one arguments dict: the calls are typed in the order they appear
+    (the first call's schema wins), as transformers does; they used to be typed last first."""
+    template = {
+        "start_anchor": "<s>",
+        "fields": {
+            "tool_calls": {
+                "open": "<c>",
+                "close": "</c>",
+                "content": "kv-lines",
+                "transform": [
+                    {"type": "function", "function": {"name": "f", "arguments": "{content}"}},
+                    [{"type": "function", "function": {"name": "g", "arguments": "{content}"}}],
+                ],
+            }
+        },
+    }
+    tools = [
+        {"name": "f", "parameters": {"properties": {"a": {"type": "integer"}}}},
+        {"name": "g", "parameters": {"properties": {"a": {"type": "boolean"}}}},
+    ]
+    message = rt.parse_response("<c>a: 1</c>", template, prefix="", tools=tools)
+    calls = message["tool_calls"]
+    assert calls[0]["function"]["arguments"] == {"a": 1}
+    assert type(calls[0]["function"]["arguments"]["a"]) is int  # not True, which g's schema would give
+    assert calls[1][0]["function"]["arguments"] is calls[0]["function"]["arguments"]
+    assert canonical(message) == canonical(reference.parse_response("<c>a: 1</c>", template, prefix="", tools=tools))
+
+
 def test_documented_difference_overlapping_literals():
     """close ["<|end|>", "<|e"] on "hi<|end|>bye": transformers gives "nd|>bye" fed one character at a time; we
     give the one-shot answer for every split."""
@@ -419,7 +448,10 @@ TRANSFORMS = [
     {"v": "{missing}"},
     {"v": "{content.a.b}"},
     {"v": "{ content }", "w": "{content}"},
-]
+    # calls sharing one arguments dict, typed by two schemas: the first call's schema types it
+    [{"type": "function", "function": {"name": "f", "arguments": "{content}"}},
+     [{"type": "function", "function": {"name": "f2", "arguments": "{content}"}}]],
+]  # fmt: skip
 TRANSFORMS_EACH = [
     {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}},
     {"type": "function", "function": {"name": "{tool_name}", "arguments": "{parameters}"}},
@@ -435,6 +467,7 @@ TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
         "city": {"type": "string"}, "days": {"type": "integer"}}}}},
     {"type": "function", "function": {"name": "h"}},
+    {"name": "f2", "parameters": {"properties": {"a": {"type": "boolean"}, "b": {"type": "object"}, "n": {"type": "integer"}}}},
     {"type": "function", "function": {"name": "a", "parameters": {"type": "object", "properties": {
         "b": {"type": "integer"}, "n": {"type": "number"}, "city": {"type": "boolean"}}}}},
 ]  # fmt: skip
@@ -601,7 +634,7 @@ def test_rich_templates_with_tools_match_transformers(data, generated):
     prefix = data.draw(rich_prefixes(meta))
     text = data.draw(rich_outputs(meta))
     chunks = data.draw(splits(text))
-    tools = data.draw(st.lists(st.sampled_from(TOOLS), min_size=1, max_size=4))
+    tools = data.draw(st.one_of(st.just(TOOLS), st.lists(st.sampled_from(TOOLS), min_size=1, max_size=4)))
     check_with_tools(template, prefix, text, chunks, tools)
 
 
@@ -783,3 +816,27 @@ def test_token_ids_match_transformers(data, generated):
         assert ours == whole, (template, prefix, sequence, ours, theirs)
     else:
         assert ours_whole == theirs_stream, (template, prefix, sequence)
+
+
+@settings(max_examples=300 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), typed=st.booleans())
+def test_tool_call_typing_walk_matches_transformers(data, typed):
+    """Typing the calls of a region value (calls nested in lists, some sharing one arguments dict, names and
+    arguments of any type) with TOOLS: the same calls typed, in the same order, as transformers' parser does."""
+    import copy
+
+    raw = st.one_of(st.sampled_from(["1", "0", "7", "true", "null", "{}"]), st.sampled_from(RAW_ARGUMENTS))
+    keys = st.one_of(st.sampled_from(["a", "n"]), st.sampled_from(["b", "m", "k", "x", "v", "city", "days"]))
+    shared = [data.draw(st.dictionaries(keys, st.one_of(raw, st.lists(raw, max_size=2), st.integers()), min_size=1, max_size=4))
+              for _ in range(2)]  # fmt: skip
+    names = st.one_of(st.sampled_from(["f", "f2"]), st.sampled_from(["g", "a", "h", "get_weather", "nope", 3]))
+    value: list = []
+    for name, which, nested in data.draw(st.lists(st.tuples(names, st.integers(0, 2), st.booleans()), max_size=4)):
+        call = {"type": "function", "function": {"name": name, "arguments": shared[which] if which < 2 else "a: 1"}}
+        value.append([call] if nested else call)
+    value = data.draw(st.sampled_from([value, value[0] if value else "text"]))
+    ours_value, their_value = copy.deepcopy(value), copy.deepcopy(value)  # each keeps the sharing
+    ours = rt.ResponseParser({"start_anchor": "<s>", "fields": {"content": {}}}, prefix="", tools=TOOLS)
+    theirs = reference.ResponseParser({"start_anchor": "<s>", "fields": {"content": {}}}, prefix="", tools=TOOLS)
+    ours_typed = canonical(ours._coerce_tool_calls(ours_value, typed=typed))
+    assert ours_typed == canonical(theirs._coerce_tool_calls(their_value, typed=typed)), value
