@@ -694,8 +694,8 @@ schemas = st.recursive(
         },
     ),
     lambda inner: st.fixed_dictionaries(
-        {}, optional={"anyOf": st.lists(inner, max_size=3), "oneOf": st.lists(inner, max_size=3), "nullable": st.booleans(),
-                      "type": st.sampled_from(["integer", "string", "null"])}
+        {"anyOf": st.lists(inner, max_size=3)},
+        optional={"oneOf": st.lists(inner, max_size=3), "nullable": st.booleans(), "type": st.sampled_from(["integer", "string", "null"])},
     ),
     max_leaves=8,
 )  # fmt: skip
