@@ -128,6 +128,10 @@ def templates(draw):
             spec["open" if kind == "literal" else "open_pattern"] = value
         if draw(st.integers(0, 9)) < 8:
             kind, value = draw(delimiters(transform))
+            if value == spec.get("open_pattern") == "(?=<a>)":
+                # an empty open and an empty close at one place open and close forever: transformers loops (its
+                # events fill the memory), ours runs out of its regex time limit
+                kind, value = "literal", "</a>"
             spec["close" if kind == "literal" else "close_pattern"] = value
         if content != "text":
             spec["content"] = content
