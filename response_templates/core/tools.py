@@ -126,7 +126,8 @@ def type_tool_calls(value: Any, parameters: dict[str, dict], typed_syntax: bool)
     while stack:
         item = stack.pop()
         if isinstance(item, list):
-            stack.extend(item)
+            # in order: calls sharing one arguments dict (a transform may build them) are typed first by the first
+            stack.extend(reversed(item))
         else:
             _type_call(item, parameters, typed_syntax)
     return value
