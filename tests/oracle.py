@@ -36,3 +36,20 @@ def reference_module(name: str = "transformers.utils.chat_parsing"):
             allow_module_level=True,
         )
     return module
+
+
+def reference_parse_or_ours():
+    """transformers' `parse_response` on the reference release; elsewhere our own, so a test that also checks other
+    things still runs on every release while its comparison with transformers runs where it means something (CI runs
+    the suite on 5.25 too)."""
+    version = transformers_version()
+    if version is not None and version >= REFERENCE:
+        try:
+            from transformers.utils.chat_parsing import parse_response
+
+            return parse_response
+        except ImportError:
+            pass
+    import response_templates
+
+    return response_templates.parse_response

@@ -14,6 +14,8 @@ import response_templates as rt
 from response_templates.core.oneshot import build_short_plan
 from response_templates.core.template import load_template
 
+from oracle import reference_parse_or_ours
+
 CORPORA = Path(__file__).parent / "data" / "corpora"
 PROSE = (
     "The forecast for Paris says 18 °C, so if x < 10 we stay in {and} otherwise we go out.  Ça va — 天气 🌤\n"
@@ -300,7 +302,7 @@ def test_delimiters_led_by_a_lookbehind_are_found_past_many_false_candidates():
     """A close led by lookbehinds (the search begins at the first candidate after a `]` or `}` from a short rest of
     the text on): the same message as streaming and as transformers, wherever the real close lies among the false
     ones."""
-    from transformers.utils.chat_parsing import parse_response as reference
+    reference = reference_parse_or_ours()
 
     template = _template(
         {
@@ -350,7 +352,7 @@ def streamed_cut(template, text: str, prefix: str) -> dict:
 
 
 def test_a_group_name_an_earlier_alternative_set_before_failing_comes_from_the_delimiter_that_matched():
-    from transformers.utils.chat_parsing import parse_response as reference
+    reference = reference_parse_or_ours()
 
     template = _template(
         {
@@ -367,7 +369,7 @@ def test_a_group_name_an_earlier_alternative_set_before_failing_comes_from_the_d
 
 def test_a_close_led_by_lookbehinds_is_searched_behind_the_character_they_end_with():
     from response_templates.core.oneshot import _guard
-    from transformers.utils.chat_parsing import parse_response as reference
+    reference = reference_parse_or_ours()
 
     assert _guard(r"(?<=\])\s*</s>|(?<=\}\s*\])\s*\Z") == r"[\U0000005d]"
     assert _guard(r"(?<=\)\]|\[\])\s*<e>") == r"[\U0000005d]"
