@@ -429,16 +429,23 @@ def _timeout(item: Any) -> RegexTimeoutError:
     )
 
 
+def _timed_for(plan: ShortPlan, text: str) -> bool:
+    """Whether the plan's searches on this text keep the per-call timeout: always when some delimiter must; when the
+    plan is gated, only if the text holds a long run of the characters the risky repeats share (found once per
+    text)."""
+    if plan.gate is None:
+        return plan.timed
+    seen = plan.seen
+    if seen[0] is not text:
+        seen = plan.seen = (text, plan.gate.search(text) is not None)
+    return seen[1]
+
+
 def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     """The delimiter at or after `pos` in a complete short text: (item, start, end, named groups or None), or None
     (also when the first one starts at the very end of the text, as `find_delimiter`)."""
     match = None
-    timed = plan.timed
-    if plan.gate is not None:
-        seen = plan.seen
-        if seen[0] is not text:
-            seen = plan.seen = (text, plan.gate.search(text) is not None)
-        timed = seen[1]
+    timed = _timed_for(plan, text)
     try:
         if pos == 0 and plan.begins:
             # a delimiter anchored at the start of the text: try the start first (the first candidate skips it)
@@ -480,12 +487,7 @@ def find_near(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     if plan.bound is None:
         return FAR
     match = None
-    timed = plan.timed
-    if plan.gate is not None:
-        seen = plan.seen
-        if seen[0] is not text:
-            seen = plan.seen = (text, plan.gate.search(text) is not None)
-        timed = seen[1]
+    timed = _timed_for(plan, text)
     size = len(text)
     try:
         if pos == 0 and plan.begins:
