@@ -61,12 +61,9 @@ def feed_all(template, prefix: str, chunks) -> dict:
 
 
 @pytest.fixture
-def generous_limit():
+def generous_limit(regex_limit):
     """Work is what these tests count; a loaded machine must not turn them into time-limit failures."""
-    old = rt.get_regex_timeout()
-    rt.set_regex_timeout(60)
-    yield
-    rt.set_regex_timeout(old)
+    regex_limit(60)
 
 
 @pytest.mark.usefixtures("generous_limit")

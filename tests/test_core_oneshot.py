@@ -192,11 +192,8 @@ CATASTROPHIC = r"(a|aa)+$"
 
 
 @pytest.fixture
-def short_regex_timeout():
-    before = rt.get_regex_timeout()
-    rt.set_regex_timeout(0.05)
-    yield
-    rt.set_regex_timeout(before)
+def short_regex_timeout(regex_limit):
+    regex_limit(0.05)
 
 
 def test_a_timeout_names_the_delimiter_with_nested_repeats(short_regex_timeout):

@@ -131,17 +131,13 @@ def test_a_scoped_flag_keeps_the_timeout():
     assert scan is None or not scan.safe
 
 
-def test_a_catastrophic_delimiter_still_times_out_and_a_safe_one_still_parses():
-    before = rt.get_regex_timeout()
-    rt.set_regex_timeout(0.05)
-    try:
-        template = {"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"(a|aa)+$", "close": "."}}}
-        with pytest.raises(rt.RegexTimeoutError, match="open_pattern"):
-            rt.parse_response("a" * 80 + "b", template, prefix="")
-        template = {"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"[a-z]*[ \t]*<c>", "close": "."}}}
-        assert rt.parse_response("hi " + " " * 300 + "x <c>y.", template, prefix="") == {"content": "hi", "call": "y"}
-    finally:
-        rt.set_regex_timeout(before)
+def test_a_catastrophic_delimiter_still_times_out_and_a_safe_one_still_parses(regex_limit):
+    regex_limit(0.05)
+    template = {"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"(a|aa)+$", "close": "."}}}
+    with pytest.raises(rt.RegexTimeoutError, match="open_pattern"):
+        rt.parse_response("a" * 80 + "b", template, prefix="")
+    template = {"start_anchor": "<|a|>", "fields": {"content": {}, "call": {"open_pattern": r"[a-z]*[ \t]*<c>", "close": "."}}}
+    assert rt.parse_response("hi " + " " * 300 + "x <c>y.", template, prefix="") == {"content": "hi", "call": "y"}
 
 
 # xml-inline tag patterns (core/content.py): on a region of at most `_UNTIMED_MOST` characters, a tag pattern judged
@@ -161,30 +157,26 @@ def test_library_tag_patterns_with_one_way_to_split_are_read_without_the_timeout
 
 
 @pytest.mark.parametrize("size", [30, 600])
-def test_a_catastrophic_tag_pattern_times_out_on_a_short_region_too(size):
-    before = rt.get_regex_timeout()
-    rt.set_regex_timeout(0.05)
-    try:
-        template = {
-            "start_anchor": "S",
-            "fields": {
-                "calls": {
-                    "open": "<c>",
-                    "close": "</c>",
-                    "content": "xml-inline",
-                    "content_args": {"tag_pattern": r"<t>(?P<key>(?:a|aa)*)c</t>(?P<value>)"},
-                },
-                "content": {},
+def test_a_catastrophic_tag_pattern_times_out_on_a_short_region_too(size, regex_limit):
+    regex_limit(0.05)
+    template = {
+        "start_anchor": "S",
+        "fields": {
+            "calls": {
+                "open": "<c>",
+                "close": "</c>",
+                "content": "xml-inline",
+                "content_args": {"tag_pattern": r"<t>(?P<key>(?:a|aa)*)c</t>(?P<value>)"},
             },
-        }
-        text = "<c><t>" + "a" * size + "</t></c>"
-        with pytest.raises(rt.RegexTimeoutError, match="tag_pattern"):
-            rt.parse_response(text, template, prefix="")
-        safe = {**template["fields"]["calls"], "content_args": {"tag_pattern": r"<t>(?P<key>[a-z]*)=(?P<value>[^<]*)</t>"}}
-        template = {**template, "fields": {**template["fields"], "calls": safe}}
-        assert rt.parse_response("<c><t>k=v</t><t>j=" + "w" * size + "</t></c>", template, prefix="") == {"calls": {"k": "v", "j": "w" * size}}
-    finally:
-        rt.set_regex_timeout(before)
+            "content": {},
+        },
+    }
+    text = "<c><t>" + "a" * size + "</t></c>"
+    with pytest.raises(rt.RegexTimeoutError, match="tag_pattern"):
+        rt.parse_response(text, template, prefix="")
+    safe = {**template["fields"]["calls"], "content_args": {"tag_pattern": r"<t>(?P<key>[a-z]*)=(?P<value>[^<]*)</t>"}}
+    template = {**template, "fields": {**template["fields"], "calls": safe}}
+    assert rt.parse_response("<c><t>k=v</t><t>j=" + "w" * size + "</t></c>", template, prefix="") == {"calls": {"k": "v", "j": "w" * size}}
 
 
 def test_a_tag_pattern_with_a_pair_of_repeats_sharing_spaces_is_untimed_only_without_a_long_run_of_them():

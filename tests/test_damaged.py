@@ -621,11 +621,8 @@ HEADER_CUTS = [
 
 
 @pytest.fixture
-def default_regex_timeout():
-    before = rt.get_regex_timeout()
-    rt.set_regex_timeout(1.0)
-    yield
-    rt.set_regex_timeout(before)
+def default_regex_timeout(regex_limit):
+    regex_limit(1.0)
 
 
 @pytest.mark.parametrize("filler", [" ", "\n", " \t"])

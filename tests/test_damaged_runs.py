@@ -58,11 +58,8 @@ def _stretch(value, fill: str, size: int):
 
 
 @pytest.fixture
-def short_limit():
-    before = rt.get_regex_timeout()
-    rt.set_regex_timeout(2.0)
-    yield
-    rt.set_regex_timeout(before)
+def short_limit(regex_limit):
+    regex_limit(2.0)
 
 
 @pytest.mark.parametrize(
