@@ -440,9 +440,10 @@ def _capped(entries: list) -> list:
     return entries
 
 
-def top_alternatives(pattern: str) -> list[str]:
-    """The pattern's top-level alternatives (source text)."""
-    pieces, depth, index, in_class, last = [], 0, 0, False, 0
+def _structure(pattern: str, start: int = 0):
+    """The pattern's characters from `start` that carry structure: (index, character) outside escapes and character
+    classes (`[|(]` and `\\(` yield nothing)."""
+    index, in_class = start, False
     while index < len(pattern):
         char = pattern[index]
         if char == "\\":
@@ -454,15 +455,23 @@ def top_alternatives(pattern: str) -> list[str]:
         elif char == "[":
             in_class = True
             if pattern[index + 1:index + 2] == "]":
-                index += 1
-        elif char == "(":
+                index += 1  # a `]` right after `[` is a member, not the end of the class
+        else:
+            yield index, char
+        index += 1
+
+
+def top_alternatives(pattern: str) -> list[str]:
+    """The pattern's top-level alternatives (source text)."""
+    pieces, depth, last = [], 0, 0
+    for index, char in _structure(pattern):
+        if char == "(":
             depth += 1
         elif char == ")":
             depth -= 1
         elif char == "|" and depth == 0:
             pieces.append(pattern[last:index])
             last = index + 1
-        index += 1
     pieces.append(pattern[last:])
     return pieces
 
@@ -733,26 +742,14 @@ _LOOKBEHIND = regex.compile(r"(?<!\\)(?:\\\\)*\(\?<=")
 
 def _group_end(pattern: str, at: int) -> int | None:
     """The index just past the group opening at `at` (its closing parenthesis), or None."""
-    depth, index, in_class = 0, at, False
-    while index < len(pattern):
-        char = pattern[index]
-        if char == "\\":
-            index += 2
-            continue
-        if in_class:
-            if char == "]":
-                in_class = False
-        elif char == "[":
-            in_class = True
-            if pattern[index + 1:index + 2] == "]":
-                index += 1
-        elif char == "(":
+    depth = 0
+    for index, char in _structure(pattern, at):
+        if char == "(":
             depth += 1
         elif char == ")":
             depth -= 1
             if depth == 0:
                 return index + 1
-        index += 1
     return None
 
 
