@@ -393,3 +393,25 @@ def test_a_close_led_by_lookbehinds_is_searched_behind_the_character_they_end_wi
     assert rt.parse_response("[CALLS]</s>", template, prefix="") == {}
     assert rt.parse_response("a[CALLS][1] ]x </s>b", template, prefix="") == {"content": "a", "calls": "[1] ]x </s>b"}
     assert rt.parse_response("a[CALLS][1] ] </s>b", template, prefix="") == {"content": "ab", "calls": "[1] ]"}
+
+
+def test_false_places_of_a_long_trigger_fall_through_to_the_search():
+    """Triggers of two characters or more: the combined pattern is tried anchored at the first places a trigger
+    occurs, then searched. Wherever the real close lies among places where the trigger occurs but the pattern fails,
+    the message is the streamed one."""
+    template = _template(
+        {
+            "reasoning_content": {"open_pattern": r"\s*<think>\s*", "close_pattern": r"\s*</think>(?!-)\s*"},
+            "tool_calls": {"open_pattern": r"\s*<call>", "close_pattern": r"</call>(?!-)", "content": "json"},
+            "content": {"repeats": True, "join": ""},
+        }
+    )
+    plan = build_short_plan(load_template(template).field_watch["reasoning_content"])
+    assert plan is not None and plan.pinpoint
+    for falses in range(0, 6):
+        decoys = " </think>- step" * falses
+        for tail in (" </think> answer", "</think>", "", " <call>{\"a\": \"</call>-\"}</call> done"):
+            text = "<think> plan" + decoys + tail
+            assert rt.parse_response(text, template, prefix="") == streamed(template, text, "", 2), text
+    text = "<think>a </think>- b </think>  c"
+    assert rt.parse_response(text, template, prefix="") == {"reasoning_content": "a </think>- b", "content": "c"}

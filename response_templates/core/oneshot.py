@@ -51,6 +51,8 @@ _BOUND_FROM = 128
 _BOUND_FROM_TIMED = 32
 # In a longer text (`find_near`), the combined pattern is tried anchored at this many candidates at most.
 _CANDIDATES = 4
+# In a short text (`find_short`), the combined pattern is tried anchored at this many candidates before it searches.
+_SHORT_CANDIDATES = 2
 # Past this much text from the first candidate, which of the combined search (it tries every alternative at every
 # character, but stops at the first delimiter) and one search per delimiter (each skips what the regex engine rules
 # out fast, but runs to that delimiter's own first match) costs less depends on the patterns and the text. Each plan
@@ -68,7 +70,7 @@ class ShortPlan:
 
     __slots__ = (
         "search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins", "costs", "gate",
-        "seen", "behind", "guarded",
+        "seen", "behind", "guarded", "alternative_of", "pinpoint",
     )
 
     def __init__(
@@ -77,6 +79,7 @@ class ShortPlan:
         self.search = combined.search
         self.match = combined.match
         self.names = names  # the number of the wrapper group of each alternative, in order
+        self.alternative_of = {number: index for index, number in enumerate(names)}
         # per alternative: (item, its pattern's bound match, whether that try keeps the time limit, the names of the
         # pattern's groups, a cheap test that it may start at a position or None)
         self.tries = tries
@@ -101,6 +104,9 @@ class ShortPlan:
             for item, *_ in tries
         )
         self.guarded = False  # `search` is the pattern behind the character every match follows (`_guard`)
+        # every trigger is two characters or more, so its first places are few: `find_short` tries the combined
+        # pattern anchored there before it searches
+        self.pinpoint = bound is not None and _min_width(bound.prefilter.pattern) >= 2
 
 
 class _Bound:
@@ -113,6 +119,16 @@ class _Bound:
 
     def __init__(self, prefilter: Any, back_reach: int, lead_back: Any):
         self.prefilter, self.back_reach, self.lead_back = prefilter, back_reach, lead_back
+
+
+def _min_width(pattern: str) -> int:
+    """The fewest characters a match of `pattern` takes (0 when it cannot be told)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return sre_parse.parse(pattern).getwidth()[0]
+    except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError):
+        return 0
 
 
 def _first_candidate(bound: _Bound, text: str, pos: int) -> int:
@@ -349,6 +365,7 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
             try:
                 plan.search = regex.compile(f"(?:{guard}){pieces[0]}", regex.DOTALL).search
                 plan.guarded = True
+                plan.pinpoint = False
             except (regex.error, OverflowError, RecursionError, ValueError):
                 pass
     return plan
@@ -444,19 +461,39 @@ def _timed_for(plan: ShortPlan, text: str) -> bool:
 def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     """The delimiter at or after `pos` in a complete short text: (item, start, end, named groups or None), or None
     (also when the first one starts at the very end of the text, as `find_delimiter`)."""
+    # (called a few times per short message: the gate check of `_timed_for` is inlined)
+    if plan.gate is None:
+        timed = plan.timed
+    else:
+        seen = plan.seen
+        if seen[0] is not text:
+            seen = plan.seen = (text, plan.gate.search(text) is not None)
+        timed = seen[1]
+    size = len(text)
     match = None
-    timed = _timed_for(plan, text)
     try:
         if pos == 0 and plan.begins:
             # a delimiter anchored at the start of the text: try the start first (the first candidate skips it)
             match = plan.match(text, 0, timeout=regex_time_left()) if timed else plan.match(text, 0)
             if match is None:
                 pos = 1
-        if match is None and plan.bound is not None and not plan.guarded and len(text) - pos > (_BOUND_FROM_TIMED if timed or plan.behind else _BOUND_FROM):
-            pos = max(pos, _first_candidate(plan.bound, text, pos))
+        if match is None and plan.pinpoint:
+            # the combined pattern tried anchored at the first few places where a delimiter may start: each try is
+            # one attempt of each alternative, where the search would try every alternative at every character
+            if not timed:
+                regex_time_left()  # the budget of the call may already be spent
+            for _ in range(_SHORT_CANDIDATES):
+                pos = _first_candidate(plan.bound, text, pos)
+                if pos >= size:
+                    work[0] += _SHORT_CANDIDATES
+                    return None
+                match = plan.match(text, pos, timeout=regex_time_left()) if timed else plan.match(text, pos)
+                if match is not None:
+                    break
+                pos += 1
         if match is None:
             timing = None
-            if len(text) - pos > _COMBINED_MOST:
+            if size - pos > _COMBINED_MOST:
                 costs = plan.costs
                 if (costs[3] < _TRIALS and costs[3] < costs[1]) or (
                     costs[1] >= _TRIALS and costs[2] * costs[1] < costs[0] * costs[3]
@@ -470,11 +507,11 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
                 regex_time_left()  # the budget of the call may already be spent
                 match = plan.search(text, at)
             if timing is not None:
-                plan.costs[0] += (perf_counter() - timing) / (len(text) - pos)
+                plan.costs[0] += (perf_counter() - timing) / (size - pos)
                 plan.costs[1] += 1
     except TimeoutError:
         raise _timeout(plan.culprit) from None
-    work[0] += len(text) - pos
+    work[0] += size - pos
     if match is None:
         return None
     return _resolve(plan, text, match, timed)
@@ -527,16 +564,17 @@ def _resolve(plan: ShortPlan, text: str, match: Any, timed: bool) -> tuple | Non
         groups = match.groupdict()  # one alternative: its groups, and the wrapper's
         del groups[plan.wrapper]
         return item, start, match.end(), groups
-    start = match.start()
+    start, best_end = match.span()
     if start >= len(text):
         return None
     tries = plan.tries
-    first = 0
-    numbers = plan.names
-    while match.start(numbers[first]) < 0:
-        first += 1
-    item, _, _, named, _ = tries[first]
-    best, best_end, best_match = item, match.end(), None
+    # the wrapper group of the alternative that matched is the last group closed
+    first = plan.alternative_of.get(match.lastindex)
+    if first is None:
+        first, numbers = 0, plan.names
+        while match.start(numbers[first]) < 0:
+            first += 1
+    best, best_match = tries[first][0], None
     for index in range(first + 1, len(tries)):
         other, other_matcher, other_timed, _, may_start = tries[index]
         if may_start is not None and may_start(text, start) is None:
@@ -556,5 +594,10 @@ def _resolve(plan: ShortPlan, text: str, match: Any, timed: bool) -> tuple | Non
     if best_match is None:
         # the first alternative that matched here won: its own groups are those of the combined match (a name shared
         # with other alternatives is one group there, which only the branch that matched set)
-        return best, start, best_end, {name: match.group(name) for name in named}
+        named = tries[first][3]
+        if not named:
+            return best, start, best_end, {}
+        if len(named) == 1:
+            return best, start, best_end, {named[0]: match.group(named[0])}
+        return best, start, best_end, dict(zip(named, match.group(*named)))
     return best, start, best_end, best_match.groupdict()
