@@ -415,3 +415,23 @@ def test_false_places_of_a_long_trigger_fall_through_to_the_search():
             assert rt.parse_response(text, template, prefix="") == streamed(template, text, "", 2), text
     text = "<think>a </think>- b </think>  c"
     assert rt.parse_response(text, template, prefix="") == {"reasoning_content": "a </think>- b", "content": "c"}
+
+
+@pytest.mark.parametrize(
+    "anchor", [r"<\|im_start\|>assistant\n?", r"<s>[^<]*</s>", r"(?:<s>)+\s*", r"<(?P<who>s|S)>\s*(?:<t>)?"]
+)
+def test_a_prompt_is_cut_where_the_last_match_of_the_start_anchor_ends_at_any_length(anchor):
+    """Prompts up to 2,048 characters are cut without the regex time limit when the anchor pattern cannot backtrack
+    badly, longer ones with it: the cut is the end of the last of the anchor's non-overlapping matches either way."""
+    import regex
+
+    reference = reference_parse_or_ours()
+    template = {"start_anchor_pattern": anchor, "fields": {"content": {"repeats": True, "join": ""}}}
+    pieces = ["<|im_start|>assistant\n", "<s>", "</s>", "<S> <t>", "<s><s>  ", "text ", "<|im_start|>user\n"]
+    for size in (40, 600, 2040, 2060, 5000):
+        for seed in range(3):
+            prompt = "".join(pieces[(index * (seed + 3)) % len(pieces)] for index in range(size // 4))[:size]
+            ends = [match.end() for match in regex.finditer(anchor, prompt, regex.DOTALL)]
+            expected = prompt[ends[-1]:] if ends else prompt
+            assert rt.parse_response("x", template, prefix=prompt) == {"content": (expected + "x").strip()}, size
+            assert rt.parse_response("x", template, prefix=prompt) == reference("x", template, prefix=prompt)

@@ -142,6 +142,13 @@ class Watch:
         return self.starters is not None and self.starters.search(text) is not None
 
 
+# A prompt at most this long is cut at its last start anchor without `regex`'s per-call timeout (which costs about
+# 2 us a call, as much as the whole search of a short prompt) when the anchor pattern cannot backtrack badly
+# (`scan.analyze(...).safe`: each try is linear): at most one try per character, so at most the square of this
+# length in steps (about 4 million, tens of milliseconds), far below the regex time limit. Longer prompts keep it.
+_UNTIMED_PROMPT = 2048
+
+
 @dataclass(frozen=True)
 class CompiledTemplate:
     """A validated, compiled response template. Build it with `load_template`."""
@@ -189,6 +196,12 @@ class CompiledTemplate:
             return prefix if last < 0 else prefix[last:]
         end = None
         try:
+            scan = self.start_anchor.scan
+            if len(prefix) <= _UNTIMED_PROMPT and scan is not None and scan.safe:
+                regex_time_left()  # the budget of the call may already be spent
+                for match in self.start_anchor.regex.finditer(prefix):
+                    end = match.end()
+                return prefix if end is None else prefix[end:]
             for match in self.start_anchor.regex.finditer(prefix, timeout=regex_time_left()):
                 end = match.end()
         except TimeoutError:
