@@ -491,6 +491,10 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
                 if match is not None:
                     break
                 pos += 1
+        elif match is None and plan.bound is not None and not plan.guarded and size - pos > (
+            _BOUND_FROM_TIMED if timed or plan.behind else _BOUND_FROM
+        ):
+            pos = max(pos, _first_candidate(plan.bound, text, pos))
         if match is None:
             timing = None
             if size - pos > _COMBINED_MOST:
