@@ -472,22 +472,23 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     size = len(text)
     match = None
     try:
+        # the time left, read once: it raises when the budget of the call is spent (the searches below are few and
+        # short, so the timed ones may take what was left at the start of this call)
+        left = regex_time_left()
         if pos == 0 and plan.begins:
             # a delimiter anchored at the start of the text: try the start first (the first candidate skips it)
-            match = plan.match(text, 0, timeout=regex_time_left()) if timed else plan.match(text, 0)
+            match = plan.match(text, 0, timeout=left) if timed else plan.match(text, 0)
             if match is None:
                 pos = 1
         if match is None and plan.pinpoint:
             # the combined pattern tried anchored at the first few places where a delimiter may start: each try is
             # one attempt of each alternative, where the search would try every alternative at every character
-            if not timed:
-                regex_time_left()  # the budget of the call may already be spent
             for _ in range(_SHORT_CANDIDATES):
                 pos = _first_candidate(plan.bound, text, pos)
                 if pos >= size:
                     work[0] += _SHORT_CANDIDATES
                     return None
-                match = plan.match(text, pos, timeout=regex_time_left()) if timed else plan.match(text, pos)
+                match = plan.match(text, pos, timeout=left) if timed else plan.match(text, pos)
                 if match is not None:
                     break
                 pos += 1
@@ -505,11 +506,7 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
                     return FAR
                 timing = perf_counter()
             at = pos - 1 if plan.guarded and pos else pos  # a guarded search takes the character before the match
-            if timed:
-                match = plan.search(text, at, timeout=regex_time_left())
-            else:
-                regex_time_left()  # the budget of the call may already be spent
-                match = plan.search(text, at)
+            match = plan.search(text, at, timeout=left) if timed else plan.search(text, at)
             if timing is not None:
                 plan.costs[0] += (perf_counter() - timing) / (size - pos)
                 plan.costs[1] += 1

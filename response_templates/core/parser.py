@@ -1167,6 +1167,9 @@ def _parse_whole(
     memo: dict = {}
 
     def close(field: Any, body_end: int, close_end: int) -> None:
+        if malformed == "raise":  # (what settle_checked does under this policy: the error goes to the caller)
+            settle(field, text[body_start:body_end], captures or {}, output, tool_params, strip)
+            return
         settle_checked(
             compiled, field, text[body_start:body_end], text[region_start:body_start], text[body_end:close_end],
             captures or {}, output, tool_params, strip, malformed,
