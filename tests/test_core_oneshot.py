@@ -435,3 +435,32 @@ def test_a_prompt_is_cut_where_the_last_match_of_the_start_anchor_ends_at_any_le
             expected = prompt[ends[-1]:] if ends else prompt
             assert rt.parse_response("x", template, prefix=prompt) == {"content": (expected + "x").strip()}, size
             assert rt.parse_response("x", template, prefix=prompt) == reference("x", template, prefix=prompt)
+
+
+def test_an_optional_whitespace_lead_may_start_a_match_inside_the_run_before_the_trigger():
+    """`(?:(?<=>)\\s*|[ \\t]*\\n\\s*)?<call>`: the first place to try is the start of the whitespace run before
+    `<call>`, but the match may start further in (here at the newline after a carriage return) or at `<call>`
+    itself. One-shot, streamed and transformers' messages agree wherever it starts."""
+    reference = reference_parse_or_ours()
+    template = _template(
+        {
+            "tool_calls": {
+                "open_pattern": r"(?:(?<=>)\s*|[ \t]*\n\s*)?<call>\s*(?P<name>\w+)",
+                "close": "</call>",
+                "content": "json",
+                "repeats": True,
+                "transform": {"name": "{name}", "arguments": "{content}"},
+            },
+            "content": {"repeats": True, "join": "", "content_args": {"strip": False}},
+        }
+    )
+    runs = ["", " ", " \r", " \r\n", "\t\n ", "\r\r", "\n\n", " \u3000 "]
+    for before in ("x", "<b>", "x>"):
+        for run in runs:
+            for after in ("", " tail", "\n<call> g {}</call>"):
+                text = f"{before}{run}<call> f {{\"a\": 1}}</call>{after}"
+                one = rt.parse_response(text, template, prefix="")
+                for chunk in (1, 3, 64):
+                    assert one == streamed(template, text, "", chunk), (text, chunk)
+                assert one == reference(text, template, prefix=""), text
+    assert rt.parse_response("x \r\n<call> f {}</call>", template, prefix="")["content"] == "x \r"

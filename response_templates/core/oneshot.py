@@ -159,7 +159,7 @@ def _bound(items: list) -> _Bound | None:
             return None
         if scan.prefilter.pattern != "(?!)":  # no trigger (a delimiter anchored at the start only)
             triggers.append(scan.prefilter.pattern)
-        leads.update(scan.lead_sources)
+        leads.update(scan.candidate_leads)
         back_reach = max(back_reach, scan.back_reach)
     try:
         return _Bound(

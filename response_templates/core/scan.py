@@ -223,8 +223,14 @@ def _literal_runs(items, depth: int = 0) -> list[str]:
     return runs if len(runs) <= 16 else [head]
 
 
-def _starts(items) -> tuple[list, bool]:
-    """Where a match of a sequence can start: a list of filters, and whether the sequence can match empty anywhere."""
+def _starts(items, loose: bool = False) -> tuple[list, bool]:
+    """Where a match of a sequence can start: a list of filters, and whether the sequence can match empty anywhere.
+
+    `loose`: an optional group that takes whitespace only (`(?:(?<=>)\\s*|[ \\t]*\\n\\s*)?<x>`) counts as a lead run of
+    whitespace, as `\\s*<x>` does. A match then starts somewhere within the run of whitespace before what follows
+    (the group's assertions only rule places out), so the filters still tell a place before which no match starts
+    (`prefilter`, `first_candidate`); unlike with `\\s*`, a match may start inside the run and not at its start, so
+    nothing that relies on the start of the run (`leads`) may use them."""
     items = list(items)
     out: list = []
     for index, (op, av) in enumerate(items):
@@ -241,9 +247,11 @@ def _starts(items) -> tuple[list, bool]:
         if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
             low, high, sub = av
             lead = _single(sub)
-            if lead is not None and high is _MAXREPEAT:
+            if lead is None or high is not _MAXREPEAT:
+                lead = _SPACE if loose and low == 0 and _blank_only(sub) and not _zero_width(sub) else None
+            if lead is not None:
                 try:
-                    rest, rest_empty = _starts(items[index + 1:])
+                    rest, rest_empty = _starts(items[index + 1:], loose)
                 except _Unknown:
                     rest, rest_empty = None, True
                 if rest_empty or rest is None:
@@ -269,7 +277,7 @@ def _starts(items) -> tuple[list, bool]:
                     else:
                         raise _Unknown
                 return out, False
-            sub_starts, sub_empty = _starts(sub)
+            sub_starts, sub_empty = _starts(sub, loose)
             out.extend(sub_starts)
             if low == 0 or sub_empty:
                 continue
@@ -281,7 +289,7 @@ def _starts(items) -> tuple[list, bool]:
                 sub = av[3]
             else:
                 sub = av
-            sub_starts, sub_empty = _starts(sub)
+            sub_starts, sub_empty = _starts(sub, loose)
             out.extend(sub_starts)
             if sub_empty:
                 continue
@@ -289,7 +297,7 @@ def _starts(items) -> tuple[list, bool]:
         if op is _C.BRANCH:
             empty_any = False
             for alternative in av[1]:
-                alt_starts, alt_empty = _starts(alternative)
+                alt_starts, alt_empty = _starts(alternative, loose)
                 out.extend(alt_starts)
                 empty_any = empty_any or alt_empty
             if empty_any:
@@ -299,7 +307,7 @@ def _starts(items) -> tuple[list, bool]:
             direction, sub = av
             if direction == 1:  # lookahead: the character here must be able to start it
                 try:
-                    ahead, ahead_empty = _starts(sub)
+                    ahead, ahead_empty = _starts(sub, loose)
                 except _Unknown:
                     continue
                 if not ahead_empty and all(k[0] == "end" or (k[0] == "first" and k[2] is None) for k in ahead):
@@ -320,7 +328,7 @@ def _starts(items) -> tuple[list, bool]:
                 if not behind_empty:
                     if not chars.small:
                         try:
-                            rest, rest_empty = _starts(items[index + 1:])
+                            rest, rest_empty = _starts(items[index + 1:], loose)
                         except _Unknown:
                             rest, rest_empty = None, True
                         if rest is not None and not rest_empty and all(k[0] == "first" and k[1].small for k in rest):
@@ -613,6 +621,7 @@ class PatternScan:
     prefilter: object = None
     back_reach: int = 0
     lead_back: object = None
+    candidate_leads: tuple = ()  # the sources of the lead classes `lead_back` walks back over
     gate: object = None  # gate_of(pattern): the coarser picture of starts the chunk fast path may use
     # A match that starts inside a run of whitespace goes on after the run's end (see `_run_rest`): this matches
     # there whenever the pattern can match from inside the run. None: unknown.
@@ -637,6 +646,12 @@ def analyze(pattern: str) -> PatternScan | None:
         return None
     if empty:
         return None
+    try:
+        loose, loose_empty = _starts(parsed, True)
+    except (_Unknown, RecursionError):
+        loose, loose_empty = filters, False
+    if loose_empty:
+        loose = filters
     risky, shared_runs, run_limit = _risky(parsed)
     guards_of = _guards(original)
     by_lead: dict[str, list] = {}
@@ -722,17 +737,60 @@ def analyze(pattern: str) -> PatternScan | None:
         long_run=regex.compile(f"[{shared_runs}]{{{run_limit}}}") if shared_runs else None,
         completion=_completion(parsed),
         **guards_of,
-        # only for the kinds of starts first_candidate knows (a start before its trigger is a lead run's start)
-        prefilter=(
-            regex.compile("|".join(triggers) or "(?!)")
-            if all(k[0] in ("first", "after", "begin", "end") or (k[0] == "near" and len(k) == 4) for k in filters)
-            else None
-        ),
-        back_reach=max([most + len(literal) for literal, least, most, _ in near] + [1 if after.source() else 0]),
-        lead_back=regex.compile(f"(?r)(?!{'|'.join(by_lead)}).", regex.DOTALL) if by_lead else None,
+        **_candidate_bound(loose),
         gate=gate_of(original),
         run_rest=None if guards_of else _run_rest(original),
     )
+
+
+def _candidate_bound(filters: list) -> dict:
+    """`prefilter`, `back_reach` and `lead_back` of a PatternScan, for `first_candidate`: the triggers of the filters
+    (as `analyze` orders them), how far before a position a search for them begins, and a reverse search over their
+    lead classes together. No prefilter for kinds of starts first_candidate does not know (a start before its trigger
+    must be a lead run's)."""
+    by_lead: dict[str, list] = {}
+    plain: list = []
+    after = _EMPTY
+    near: set = set()
+    runs: set = set()
+    dollar = False
+    for kind in filters:
+        if kind[0] == "first":
+            piece = regex.escape(kind[3]) if kind[3] else kind[1].source()
+            target = plain if kind[2] is None else by_lead.setdefault(kind[2].source(), [])
+            if piece:
+                target.append(piece)
+        elif kind[0] == "after":
+            after = after | kind[1]
+        elif kind[0] == "near":
+            near.add((*kind[1:4], kind[4].source() if len(kind) > 4 else None))
+            if len(kind) > 4:
+                by_lead.setdefault(kind[4].source(), [])
+        elif kind[0] == "after_run":
+            runs.add((kind[1].source(), kind[2].source()))
+        elif kind[0] == "end":
+            dollar = dollar or kind[1]
+    triggers = []
+    for pieces in by_lead.values():
+        if pieces:
+            triggers.append("|".join(sorted(set(pieces), key=lambda piece: (-len(piece), piece))))
+    if plain:
+        triggers.append("|".join(sorted(set(plain), key=lambda piece: (-len(piece), piece))))
+    if after.source():
+        triggers.append(after.source())
+    for literal, _, _, _ in sorted(near, key=repr):
+        triggers.append(regex.escape(literal))
+    for chars_source, _ in sorted(runs):
+        triggers.append(chars_source)
+    if dollar:
+        triggers.append(r"\n")
+    known = all(k[0] in ("first", "after", "begin", "end") or (k[0] == "near" and len(k) == 4) for k in filters)
+    return {
+        "prefilter": regex.compile("|".join(triggers) or "(?!)") if known else None,
+        "back_reach": max([most + len(literal) for literal, _, most, _ in near] + [1 if after.source() else 0]),
+        "lead_back": regex.compile(f"(?r)(?!{'|'.join(by_lead)}).", regex.DOTALL) if by_lead else None,
+        "candidate_leads": tuple(by_lead),
+    }
 
 
 # A lookbehind that can scan back over any text (not just a run of spaces or of a few characters).
@@ -931,6 +989,11 @@ def _atoms(source: str) -> list[str] | None:
         atoms.append(source[index:stop])
         index = stop
     return atoms
+
+
+def _zero_width(items) -> bool:
+    """Whether a sequence takes no character at all (assertions only)."""
+    return all(op in (_C.ASSERT, _C.ASSERT_NOT, _C.AT) for op, _ in items)
 
 
 def _blank_only(items) -> bool:
