@@ -146,6 +146,16 @@ def test_json_string_delims():
     }
 
 
+def test_json_string_delims_of_one_marker_pair_consecutive_markers():
+    """With the same marker on both sides, each string ends at the next marker; a last marker without a partner stays
+    in the text (so the JSON fails, or the text is kept with allow_non_json)."""
+    args = {"string_delims": [["<e>", "<e>"]], "unquoted_keys": True}
+    assert value("{a: <e><e>, b: <e>x, y<e>, c: [<e><e>, <e>}<e>]}", "json", args) == {"a": "", "b": "x, y", "c": ["", "}"]}
+    assert value("{a: <e>b<e><e>}", "json", {**args, "allow_non_json": True}) == "{a: <e>b<e><e>}"
+    assert isinstance(error("{a: <e>b<e><e>}", "json", args), ValueError)
+    assert value("{a: <e><e><e><e>}", "json", {"string_delims": [["<e><e>", "<e><e>"]], "unquoted_keys": True}) == {"a": ""}
+
+
 def test_json_string_delims_with_several_pairs_and_unquoted_keys():
     body = '{a: <<one>>, b: [[two, "2"]]}'
     args = {"string_delims": [["<<", ">>"], ["[[", "]]"]], "unquoted_keys": True}

@@ -86,6 +86,23 @@ def _delims_finder(opener: str, closer: str) -> Any:
     return _compiled(("delims", opener, closer), lambda: regex.escape(opener) + r"(.*?)" + regex.escape(closer))
 
 
+def _cut_between_twins(text: str, marker: str, cut: list) -> str:
+    """What `_delims_finder(marker, marker).sub` does, without a regex: the text between each pair of consecutive
+    markers (first and second, third and fourth...) goes to `cut` and is replaced with a slot; a last marker without a
+    partner stays as written. (The lazy pattern ends each string at the next marker, as `split` cuts.)"""
+    parts = text.split(marker)
+    markers = len(parts) - 1
+    out = [parts[0]]
+    for pair in range(markers // 2):
+        cut.append(parts[2 * pair + 1])
+        out.append(f"{_SLOT_START}{len(cut) - 1}{_SLOT_END}")
+        out.append(parts[2 * pair + 2])
+    if markers % 2:
+        out.append(marker)
+        out.append(parts[-1])
+    return "".join(out)
+
+
 def parse_json(text: str, args: dict) -> Any:
     """JSON, with dialect switches for what models write: `string_delims` (strings between custom markers),
     `unquoted_keys` (bare identifiers as keys) and `allow_non_json` (fall back to the stripped text)."""
@@ -96,6 +113,11 @@ def parse_json(text: str, args: dict) -> Any:
         if _SLOT_START in text or _SLOT_END in text:
             raise ValueError("json: the text holds the reserved characters \\x01 or \\x02 and cannot be parsed safely")
         for opener, closer in delims:
+            if opener not in working:
+                continue  # nothing to cut
+            if opener == closer:
+                working = _cut_between_twins(working, opener, cut)
+                continue
 
             def keep(match: Any) -> str:
                 cut.append(match.group(1))
