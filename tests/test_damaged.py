@@ -637,3 +637,28 @@ def test_a_cut_call_header_over_a_long_whitespace_run_still_parses(default_regex
     for at in range(0, len(text), 64):
         parser.feed(text[at : at + 64])
     assert parser.finalize(truncated=True)[0] == one_shot
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "The tool says 21.\n[BEGIN]<!</tool_calls>\r<tool_calls>\nool says 21.\n[BEGIN FINAL RESPONSE]\nIt is 21°C.\n<|end|>",
+        "Time.\n[BEGIN FINAL RESPONSE][END FINAL RESPONSE]>:[</tool_calls><tool_calls>,\n ls>[]</tool_calls>\n<|end|>",
+        "Need]=<tool_calls>name<=</tool_calls>\t<tool_calls>rguments\": {}}]\n<|end|>",
+    ],
+)
+def test_apriel_a_tool_block_opened_right_after_one_closed_ends_quickly(output):
+    """`</tool_calls><tool_calls>` without a call after it: the content region that may open after a tool block used
+    to open empty there and be closed empty at once by `<tool_calls>`, again and again (a regex timeout here, no end
+    at all in transformers). The message is the same one-shot, streamed and in transformers."""
+    from oracle import reference_parse_or_ours
+
+    template = get_template("apriel_thinker")
+    prefix = "<|begin_assistant|>\nHere are my reasoning steps:\n"
+    message = parse_response(output, template, prefix=prefix)
+    assert message["reasoning_content"].startswith(output[:5])
+    parser = ResponseParser(template, prefix=prefix)
+    for char in output:
+        parser.feed(char)
+    assert parser.finalize()[0] == message
+    assert reference_parse_or_ours()(output, template, prefix=prefix) == message
