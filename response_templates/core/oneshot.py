@@ -41,7 +41,7 @@ import regex
 
 from . import scan as scan_module
 from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
-from .scan import sre_constants, sre_parse, top_alternatives, work
+from .scan import min_width, sre_constants, sre_parse, top_alternatives, work
 
 # Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
 _CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
@@ -106,7 +106,7 @@ class ShortPlan:
         self.guarded = False  # `search` is the pattern behind the character every match follows (`_guard`)
         # every trigger is two characters or more, so its first places are few: `find_short` tries the combined
         # pattern anchored there before it searches
-        self.pinpoint = bound is not None and _min_width(bound.prefilter.pattern) >= 2
+        self.pinpoint = bound is not None and min_width(bound.prefilter.pattern) >= 2
 
 
 class _Bound:
@@ -119,16 +119,6 @@ class _Bound:
 
     def __init__(self, prefilter: Any, back_reach: int, lead_back: Any):
         self.prefilter, self.back_reach, self.lead_back = prefilter, back_reach, lead_back
-
-
-def _min_width(pattern: str) -> int:
-    """The fewest characters a match of `pattern` takes (0 when it cannot be told)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            return sre_parse.parse(pattern).getwidth()[0]
-    except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError):
-        return 0
 
 
 def _first_candidate(bound: _Bound, text: str, pos: int) -> int:

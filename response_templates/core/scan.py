@@ -227,10 +227,11 @@ def _starts(items, loose: bool = False) -> tuple[list, bool]:
     """Where a match of a sequence can start: a list of filters, and whether the sequence can match empty anywhere.
 
     `loose`: an optional group that takes whitespace only (`(?:(?<=>)\\s*|[ \\t]*\\n\\s*)?<x>`) counts as a lead run of
-    whitespace, as `\\s*<x>` does. A match then starts somewhere within the run of whitespace before what follows
-    (the group's assertions only rule places out), so the filters still tell a place before which no match starts
-    (`prefilter`, `first_candidate`); unlike with `\\s*`, a match may start inside the run and not at its start, so
-    nothing that relies on the start of the run (`leads`) may use them."""
+    whitespace, as `\\s*<x>` does, and a lookbehind before anything is passed over (`(?<=\\})\\s*<end>` starts where
+    `\\s*<end>` does, at fewer places). A match then starts somewhere within the run of whitespace before what follows
+    (assertions only rule places out), so the filters still tell a place before which no match starts (`prefilter`,
+    `first_candidate`); unlike with `\\s*`, a match may start inside the run and not at its start, so nothing that
+    relies on the start of the run (`leads`) may use them."""
     items = list(items)
     out: list = []
     for index, (op, av) in enumerate(items):
@@ -317,6 +318,8 @@ def _starts(items, loose: bool = False) -> tuple[list, bool]:
                     # a lone lookahead such as (?=\s*<x>): the leftmost place it holds is where its match would start
                     return ahead, False
                 continue
+            if not out and loose:
+                continue  # a lookbehind only rules places out: the rest tells where a match may start
             if not out:  # a lookbehind before anything: the character before the start is constrained
                 near = _near(sub)
                 if near is not None:
@@ -646,12 +649,18 @@ def analyze(pattern: str) -> PatternScan | None:
         return None
     if empty:
         return None
+    bound = _candidate_bound(filters)
     try:
         loose, loose_empty = _starts(parsed, True)
+        if not loose_empty:
+            # the loose filters, when all their triggers are two characters or more (few places); a lookbehind
+            # passed over may leave a class of one character (`(?<=\))[ \t]*(?P<name>[A-Za-z_]...`), where the
+            # strict filters are more selective
+            loose_bound = _candidate_bound(loose)
+            if loose_bound["prefilter"] is not None and min_width(loose_bound["prefilter"].pattern) >= 2:
+                bound = loose_bound
     except (_Unknown, RecursionError):
-        loose, loose_empty = filters, False
-    if loose_empty:
-        loose = filters
+        pass
     risky, shared_runs, run_limit = _risky(parsed)
     guards_of = _guards(original)
     by_lead: dict[str, list] = {}
@@ -737,10 +746,20 @@ def analyze(pattern: str) -> PatternScan | None:
         long_run=regex.compile(f"[{shared_runs}]{{{run_limit}}}") if shared_runs else None,
         completion=_completion(parsed),
         **guards_of,
-        **_candidate_bound(loose),
+        **bound,
         gate=gate_of(original),
         run_rest=None if guards_of else _run_rest(original),
     )
+
+
+def min_width(pattern: str) -> int:
+    """The fewest characters a match of `pattern` takes (0 when it cannot be told)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return sre_parse.parse(pattern).getwidth()[0]
+    except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError):
+        return 0
 
 
 def _candidate_bound(filters: list) -> dict:
