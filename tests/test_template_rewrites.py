@@ -49,6 +49,22 @@ REWRITES = [
         "first '<' after it, the same for every split of the name's run (which holds no '<'), so only the longest "
         "name, the one the greedy repeat tries first, can be part of the first match found",
     ),
+    (
+        "minimax_m1",
+        "tool_calls",
+        "close",
+        r"[ \t]*\n\s*(?=\{|</tool_calls>)|(?<=\})[ \t]*(?=</tool_calls>)|(?<=\})\s*(?=<end_of_sentence>|\Z)",
+        "the lookbehind '(?<=\\})' that led the last two alternatives is written once before a group of both, in the "
+        "same order: at a position, the group is tried exactly when the lookbehind holds, as each alternative was",
+    ),
+    (
+        "mimo",
+        "tool_calls",
+        "close",
+        r"(?<=\}\s*)</tool_call>|(?<=\})\s*(?=<\|im_end\|>|<\|endoftext\|>|\Z)",
+        "the first alternative's lookbehind moved after the literal '</tool_call>' it preceded, with that literal "
+        "appended to its body: '(?<=X)L' at p holds iff 'L(?<=XL)' does (L is fixed text)",
+    ),
 ]
 
 # Characters a generated piece may take for a class, a negated class or '.'.
