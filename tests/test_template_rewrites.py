@@ -65,15 +65,6 @@ REWRITES = [
         "the first alternative's lookbehind moved after the literal '</tool_call>' it preceded, with that literal "
         "appended to its body: '(?<=X)L' at p holds iff 'L(?<=XL)' does (L is fixed text)",
     ),
-    (
-        "qwen3-coder",
-        "content",
-        "close",
-        r"\s*(?:<\|im_end\|>|<\|endoftext\|>).*|\s*<tool_call>\s*(?:<function=[^>\n]*)?\Z|\s*<function=[^>\n]*\Z|\s*\Z",
-        "the '\\s*' that led each alternative is written once before a group of their rests, in the same order: each "
-        "rest begins with a character '\\s' does not take ('<') or is the end, so the run it follows is the whole "
-        "run of whitespace, the same for every alternative",
-    ),
 ]
 
 # Characters a generated piece may take for a class, a negated class or '.'.
