@@ -25,6 +25,11 @@ REWRITES = [
         "llama4_pythonic", "content", "close",
         r"(?<![\s\S])\s+|\s*(?:<\|eot\|>|<\|eom\|>|<\|end_of_text\|>).*|\s+\Z|\s*<\|python_end\|>\s*",
     ),
+    (
+        "qwen2.5", "tool_calls", "close",
+        r"(?<=\}\s*)(?:```\s*)?</tool_call>|(?<=\}\s*)</(?:function_call|tools?|response|json|xml|JSON)>(?:\s*```(?!`))?"
+        r"|(?<=\}\s*)\s*(?=<tool_call>)|(?<=\}\s*)\s*(?:<\|im_end\|>|<\|endoftext\|>).*",
+    ),
 ]
 
 _PIECES = [
