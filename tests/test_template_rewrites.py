@@ -30,6 +30,11 @@ REWRITES = [
         r"(?<=\}\s*)(?:```\s*)?</tool_call>|(?<=\}\s*)</(?:function_call|tools?|response|json|xml|JSON)>(?:\s*```(?!`))?"
         r"|(?<=\}\s*)\s*(?=<tool_call>)|(?<=\}\s*)\s*(?:<\|im_end\|>|<\|endoftext\|>).*",
     ),
+    (
+        "hermes", "tool_calls", "close",
+        r"(?<=\}\s*)(?:```\s*)?</tool_call>|(?<=\}\s*)</(?:function_call|tools?|response|json|xml|JSON)>(?:\s*```(?!`))?"
+        r"|(?<=\}\s*)\s*(?=<tool_call>)|(?<=\}\s*)\s*(?:<\|im_end\|>|<\|end_of_text\|>|<\|eot_id\|>).*",
+    ),
 ]
 
 _PIECES = [
