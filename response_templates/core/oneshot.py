@@ -20,6 +20,10 @@ is two or three repeats that share a few characters (`\\s*\\]?\\s*`) keeps it on
 those characters (`scan.PatternScan.shared_runs`, `run_limit`): without one, its tries cost at most 16 times a
 linear try.
 
+When every trigger of a state's delimiters is two characters or more (`ShortPlan.pinpoint`), the combined pattern
+is first tried anchored at the first two candidates (`_first_candidate`: the start of the lead run before the next
+trigger): one attempt per alternative, where the search tries every alternative at every character before it.
+
 A delimiter whose every alternative begins with a lookbehind ending with one of a few characters is searched as
 that character followed by the pattern (`_guard`), which `regex` skips to as to a literal. A loop of a body led by a
 character it holds nowhere else splits a text one way only and is judged safe on that ground (`_loop_verdict`).
