@@ -617,27 +617,27 @@ def _accepted(template) -> None:
         pytest.fail(f"rejected a template transformers accepts: {template}: {error}")
 
 
-@settings(max_examples=300 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data(), generated=rich_templates())
-def test_rich_templates_match_transformers(data, generated):
-    """Every content parser with its arguments, transforms, regex edge cases, anchors and prompts, random chunks."""
+def _rich_case(data, generated) -> tuple:
+    """A generated rich template (which must load), and a prompt, an output and chunks of it drawn for it."""
     template, meta = generated
     _accepted(template)
     prefix = data.draw(rich_prefixes(meta))
     text = data.draw(rich_outputs(meta))
-    chunks = data.draw(splits(text))
-    check_against_oracle(template, prefix, text, chunks)
+    return template, prefix, text, data.draw(splits(text))
+
+
+@settings(max_examples=300 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), generated=rich_templates())
+def test_rich_templates_match_transformers(data, generated):
+    """Every content parser with its arguments, transforms, regex edge cases, anchors and prompts, random chunks."""
+    check_against_oracle(*_rich_case(data, generated))
 
 
 @settings(max_examples=150 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), generated=rich_templates())
 def test_rich_templates_with_tools_match_transformers(data, generated):
     """The same, with tool schemas typing the arguments of the calls the transforms build."""
-    template, meta = generated
-    _accepted(template)
-    prefix = data.draw(rich_prefixes(meta))
-    text = data.draw(rich_outputs(meta))
-    chunks = data.draw(splits(text))
+    template, prefix, text, chunks = _rich_case(data, generated)
     tools = data.draw(st.one_of(st.just(TOOLS), st.lists(st.sampled_from(TOOLS), min_size=1, max_size=4)))
     check_with_tools(template, prefix, text, chunks, tools)
 

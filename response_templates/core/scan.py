@@ -649,7 +649,7 @@ def analyze(pattern: str) -> PatternScan | None:
         return None
     if empty:
         return None
-    bound = _candidate_bound(filters)
+    bound = _candidate_bound(filters)  # (strict)
     try:
         loose, loose_empty = _starts(parsed, True)
         if not loose_empty:
@@ -663,39 +663,10 @@ def analyze(pattern: str) -> PatternScan | None:
         pass
     risky, shared_runs, run_limit = _risky(parsed)
     guards_of = _guards(original)
-    by_lead: dict[str, list] = {}
-    plain: list = []
-    after = _EMPTY
-    near: list = []
-    runs: set = set()
-    begin = end = dollar = False
-    for kind in filters:
-        if kind[0] == "first":
-            piece = regex.escape(kind[3]) if kind[3] else kind[1].source()
-            if kind[2] is None:
-                if piece:
-                    plain.append(piece)
-            else:
-                by_lead.setdefault(kind[2].source(), [])
-                if piece:
-                    by_lead[kind[2].source()].append(piece)
-        elif kind[0] == "after":
-            after = after | kind[1]
-        elif kind[0] == "near":
-            near.append((*kind[1:4], kind[4].source() if len(kind) > 4 else None))
-            if len(kind) > 4:
-                by_lead.setdefault(kind[4].source(), [])  # a run of it at the end may still become a match
-        elif kind[0] == "after_run":
-            runs.add((kind[1].source(), kind[2].source()))
-        elif kind[0] == "begin":
-            begin = True
-        elif kind[0] == "end":
-            end = True
-            dollar = dollar or kind[1]
+    by_lead, plain, after, near, runs, begin, end, dollar = _grouped(filters)
     leads = []
-    triggers = []
     for lead_source, pieces in by_lead.items():
-        source = "|".join(sorted(set(pieces), key=lambda piece: (-len(piece), piece)))
+        source = _alternation(pieces)
         leads.append(
             (
                 regex.compile(source, regex.DOTALL) if source else None,
@@ -704,22 +675,12 @@ def analyze(pattern: str) -> PatternScan | None:
                 regex.compile(f"(?!{lead_source}).", regex.DOTALL),
             )
         )
-        if source:
-            triggers.append(source)
-    plain_source = "|".join(sorted(set(plain), key=lambda piece: (-len(piece), piece)))
-    if plain_source:
-        triggers.append(plain_source)
-    if after.source():
-        triggers.append(after.source())
+    plain_source = _alternation(plain)
     near_sources = []
     for literal, least, most, lead_source in sorted(set(near), key=repr):
         back = regex.compile(f"(?r)(?!{lead_source}).", regex.DOTALL) if lead_source else None
         near_sources.append((regex.compile(regex.escape(literal)), len(literal), least, most, back))
-        triggers.append(regex.escape(literal))
-    for chars_source, _ in sorted(runs):
-        triggers.append(chars_source)
-    if dollar:
-        triggers.append(r"\n")
+    triggers = _trigger_sources(by_lead, plain, after, near, runs, dollar)
     return PatternScan(
         leads=tuple(leads),
         plain=regex.compile(plain_source, regex.DOTALL) if plain_source else None,
@@ -762,17 +723,16 @@ def min_width(pattern: str) -> int:
         return 0
 
 
-def _candidate_bound(filters: list) -> dict:
-    """`prefilter`, `back_reach` and `lead_back` of a PatternScan, for `first_candidate`: the triggers of the filters
-    (as `analyze` orders them), how far before a position a search for them begins, and a reverse search over their
-    lead classes together. No prefilter for kinds of starts first_candidate does not know (a start before its trigger
-    must be a lead run's)."""
+def _grouped(filters: list) -> tuple:
+    """The filters of `_starts` by kind: trigger pieces by lead class source, plain trigger pieces, the characters
+    an `after` start follows, the `near` literals (literal, least, most, lead source or None), the `after_run`
+    sources, and whether a start may be at the beginning, at the end, or before a final newline (`$`)."""
     by_lead: dict[str, list] = {}
     plain: list = []
     after = _EMPTY
-    near: set = set()
+    near: list = []
     runs: set = set()
-    dollar = False
+    begin = end = dollar = False
     for kind in filters:
         if kind[0] == "first":
             piece = regex.escape(kind[3]) if kind[3] else kind[1].source()
@@ -782,27 +742,44 @@ def _candidate_bound(filters: list) -> dict:
         elif kind[0] == "after":
             after = after | kind[1]
         elif kind[0] == "near":
-            near.add((*kind[1:4], kind[4].source() if len(kind) > 4 else None))
+            near.append((*kind[1:4], kind[4].source() if len(kind) > 4 else None))
             if len(kind) > 4:
-                by_lead.setdefault(kind[4].source(), [])
+                by_lead.setdefault(kind[4].source(), [])  # a run of it at the end may still become a match
         elif kind[0] == "after_run":
             runs.add((kind[1].source(), kind[2].source()))
+        elif kind[0] == "begin":
+            begin = True
         elif kind[0] == "end":
+            end = True
             dollar = dollar or kind[1]
-    triggers = []
-    for pieces in by_lead.values():
-        if pieces:
-            triggers.append("|".join(sorted(set(pieces), key=lambda piece: (-len(piece), piece))))
+    return by_lead, plain, after, near, runs, begin, end, dollar
+
+
+def _alternation(pieces: list) -> str:
+    """Regex sources as one alternation, longest first (the same text for the same set)."""
+    return "|".join(sorted(set(pieces), key=lambda piece: (-len(piece), piece)))
+
+
+def _trigger_sources(by_lead: dict, plain: list, after: Charset, near: list, runs: set, dollar: bool) -> list:
+    """The regex sources of every character run that can trigger a candidate, in a fixed order."""
+    triggers = [source for source in map(_alternation, by_lead.values()) if source]
     if plain:
-        triggers.append("|".join(sorted(set(plain), key=lambda piece: (-len(piece), piece))))
+        triggers.append(_alternation(plain))
     if after.source():
         triggers.append(after.source())
-    for literal, _, _, _ in sorted(near, key=repr):
-        triggers.append(regex.escape(literal))
-    for chars_source, _ in sorted(runs):
-        triggers.append(chars_source)
+    triggers.extend(regex.escape(literal) for literal, _, _, _ in sorted(set(near), key=repr))
+    triggers.extend(chars_source for chars_source, _ in sorted(runs))
     if dollar:
         triggers.append(r"\n")
+    return triggers
+
+
+def _candidate_bound(filters: list) -> dict:
+    """`prefilter`, `back_reach` and `lead_back` of a PatternScan, for `first_candidate`: the triggers of the filters,
+    how far before a position a search for them begins, and a reverse search over their lead classes together. No
+    prefilter for kinds of starts first_candidate does not know (a start before its trigger must be a lead run's)."""
+    by_lead, plain, after, near, runs, _, _, dollar = _grouped(filters)
+    triggers = _trigger_sources(by_lead, plain, after, near, runs, dollar)
     known = all(k[0] in ("first", "after", "begin", "end") or (k[0] == "near" and len(k) == 4) for k in filters)
     return {
         "prefilter": regex.compile("|".join(triggers) or "(?!)") if known else None,

@@ -197,12 +197,12 @@ class CompiledTemplate:
         end = None
         try:
             scan = self.start_anchor.scan
+            left = regex_time_left()  # (raises when the budget of the call is spent)
             if len(prefix) <= _UNTIMED_PROMPT and scan is not None and scan.safe:
-                regex_time_left()  # the budget of the call may already be spent
-                for match in self.start_anchor.regex.finditer(prefix):
-                    end = match.end()
-                return prefix if end is None else prefix[end:]
-            for match in self.start_anchor.regex.finditer(prefix, timeout=regex_time_left()):
+                matches = self.start_anchor.regex.finditer(prefix)
+            else:
+                matches = self.start_anchor.regex.finditer(prefix, timeout=left)
+            for match in matches:
                 end = match.end()
         except TimeoutError:
             raise RegexTimeoutError(
