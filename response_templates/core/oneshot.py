@@ -466,9 +466,10 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     size = len(text)
     match = None
     try:
-        # the time left, read once: it raises when the budget of the call is spent (the searches below are few and
-        # short, so the timed ones may take what was left at the start of this call)
-        left = regex_time_left()
+        # the time left, read once for the timed searches: it raises when the budget of the call is spent (the
+        # searches below are few and short, so the timed ones may take what was left at the start of this call;
+        # the untimed ones are bounded by the square of a short text and need no clock)
+        left = regex_time_left() if timed else None
         if pos == 0 and plan.begins:
             # a delimiter anchored at the start of the text: try the start first (the first candidate skips it)
             match = plan.match(text, 0, timeout=left) if timed else plan.match(text, 0)
@@ -477,8 +478,17 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
         if match is None and plan.pinpoint:
             # the combined pattern tried anchored at the first few places where a delimiter may start: each try is
             # one attempt of each alternative, where the search would try every alternative at every character
+            # (`_first_candidate`, inlined: this loop runs a few times per short message)
+            bound = plan.bound
+            prefilter, back_reach, lead_back = bound.prefilter.search, bound.back_reach, bound.lead_back
             for _ in range(_SHORT_CANDIDATES):
-                pos = _first_candidate(plan.bound, text, pos)
+                found = prefilter(text, pos - back_reach if pos > back_reach else 0)
+                first = size if found is None else found.start()
+                if lead_back is not None and first > pos:
+                    found = lead_back.search(text, pos, first)
+                    first = pos if found is None else found.end()
+                if first > pos:
+                    pos = first
                 if pos >= size:
                     work[0] += _SHORT_CANDIDATES
                     return None
