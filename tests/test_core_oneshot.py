@@ -258,6 +258,50 @@ def test_a_start_anchor_spelled_as_literals_cuts_the_prompt_where_its_last_match
         assert compiled.truncate_prefix(prefix) == _last_anchor_end(anchor, prefix), prefix
 
 
+@pytest.mark.parametrize(
+    "anchor, found_from_the_end",
+    [
+        (r"<a>(?:<a>)?", True),  # a match can reach over the next one: the scan decides then
+        (r"<a>(?:</t>)?|<b>", True),
+        (r"<a>\n?", True),
+        (r"(?:<a>|<b>)x(?:yy)?", True),
+        (r"<a>\s*", True),  # a final run that cannot hold a '<'
+        (r"<a>.?<b>|<b>", True),  # '.' can take the '<' of the next candidate
+        (r"x<a>|<a>", True),
+        (r"<a>(?:b|<a>b)?", True),
+        (r"<a>(?:x|y)?<a>b?", True),
+        (r"<a>[^<]*<b>", False),  # unbounded: scanned
+        (r"<a>.*", False),
+    ],
+)
+def test_a_start_anchor_found_from_the_end_of_the_prompt_cuts_where_its_last_match_ends(anchor, found_from_the_end):
+    import random
+
+    compiled = load_template({"start_anchor_pattern": anchor, "fields": {"content": {}}})
+    assert (compiled.anchor_starts is not None) == found_from_the_end
+    pieces = ["<a>", "<b>", "<", "a>", "x", "y", "</t>", "\n", " ", "yy", "b", "<a>b", "<a><a>"]
+    chooser = random.Random(anchor)
+    for _ in range(1500):
+        prefix = "".join(chooser.choice(pieces) for _ in range(chooser.randint(0, 16)))
+        assert compiled.truncate_prefix(prefix) == _last_anchor_end(anchor, prefix), prefix
+
+
+@pytest.mark.parametrize("name", ["mimo", "deepseek_v3.2", "gemma-4", "nemotron_super_v1.5", "apriel_thinker"])
+def test_library_start_anchors_found_from_the_end_match_a_scan_of_the_whole_prompt(name):
+    import random
+
+    compiled = load_template(rt.get_template(name))
+    assert compiled.anchor_starts is not None
+    corpus = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))
+    prompts = [case["prefix"] for case in corpus["cases"]]
+    chooser = random.Random(name)
+    for _ in range(300):
+        # pieces of real prompts run together, cut anywhere
+        prefix = "".join(chooser.choice(prompts)[chooser.randint(0, 40):] for _ in range(chooser.randint(1, 3)))
+        prefix = prefix[: chooser.randint(0, len(prefix))]
+        assert compiled.truncate_prefix(prefix) == _last_anchor_end(compiled.start_anchor.regex.pattern, prefix)
+
+
 def test_literal_anchors_are_read_as_literals_only_when_they_cannot_overlap():
     def literals(anchor):
         return load_template({"start_anchor_pattern": anchor, "fields": {"content": {}}}).anchor_literals

@@ -20,7 +20,7 @@ import regex
 from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
 from .errors import RegexTimeoutError, TemplateError, excerpt, regex_time_left, timeout_message
 from .limits import check_template
-from .scan import _REGEX_ONLY, analyze, build_fast_path, sre_constants, sre_parse
+from .scan import _REGEX_ONLY, _single, analyze, build_fast_path, sre_constants, sre_parse
 
 TEMPLATE_KEYS = ("version", "defaults", "start_anchor", "start_anchor_pattern", "fields")
 FIELD_KEYS = (
@@ -169,6 +169,10 @@ class CompiledTemplate:
     # Otherwise, literals (one or several, a pattern that only spells literals counts) no two of whose occurrences
     # can overlap: the last match of the anchor ends where the last occurrence of any of them ends.
     anchor_literals: tuple | None = None
+    # Otherwise, for a safe anchor pattern whose every match begins with one of a few literals: those literals, and
+    # how far past its start a match can hold one of their first characters (`_anchor_starts`), or None.
+    anchor_starts: tuple | None = None
+    anchor_reach: int = 0
 
     def fresh_defaults(self) -> dict:
         """A copy of `defaults` that parsing may fill in (deep only when some default is a container)."""
@@ -196,6 +200,11 @@ class CompiledTemplate:
             return prefix if last < 0 else prefix[last:]
         end = None
         try:
+            if self.anchor_starts is not None:
+                end = self._last_anchor_end(prefix)
+                if end is not _UNDECIDED:
+                    return prefix if end is None else prefix[end:]
+                end = None
             scan = self.start_anchor.scan
             left = regex_time_left()  # (raises when the budget of the call is spent)
             if len(prefix) <= _UNTIMED_PROMPT and scan is not None and scan.safe:
@@ -210,10 +219,57 @@ class CompiledTemplate:
             ) from None
         return prefix if end is None else prefix[end:]
 
+    def _last_anchor_end(self, prefix: str) -> Any:
+        """Where the last match of the start anchor ends (as a scan of the whole prompt finds it), or None when there
+        is none, found from the end of the prompt: the last place where the anchor matches, once no match that
+        starts before it can reach over it (then a scan would skip it). `_UNDECIDED` when that cannot be told
+        cheaply (many candidates that do not match, or a match reaching over the last one): the caller scans."""
+        match, starts = self.start_anchor.regex.match, self.anchor_starts
+        before = len(prefix) + 1  # the next candidate starts before this
+        for _ in range(_ANCHOR_TRIES):
+            at = _last_start(prefix, starts, 0, before)
+            if at < 0:
+                return None  # every match starts with one of the literals: there is none
+            found = match(prefix, at)
+            if found is not None:
+                break
+            before = at
+        else:
+            return _UNDECIDED
+        # A match that starts before `at` and ends after it starts within `anchor_reach` of it.
+        low, before = max(0, at - self.anchor_reach + 1), at
+        while True:
+            other = _last_start(prefix, starts, low, before)
+            if other < 0:
+                return found.end()
+            reaching = match(prefix, other)
+            if reaching is not None and reaching.end() > at:
+                return _UNDECIDED
+            before = other
+
+
+def _last_start(text: str, starts: tuple, low: int, before: int) -> int:
+    """The last position from `low` on and before `before` where one of the literals `starts` occurs, or -1."""
+    if len(starts) == 1:
+        return text.rfind(starts[0], low, before - 1 + len(starts[0]))
+    last = -1
+    for start in starts:
+        at = text.rfind(start, low, before - 1 + len(start))
+        if at > last:
+            last = at
+    return last
+
 
 def _overlaps_itself(literal: str) -> bool:
     """Whether two occurrences of `literal` can overlap (a proper prefix is also a suffix)."""
     return any(literal[:size] == literal[-size:] for size in range(1, len(literal)))
+
+
+_UNDECIDED = object()
+# `_last_anchor_end` tries this many candidates from the end of the prompt before it leaves the prompt to the scan.
+_ANCHOR_TRIES = 8
+# The longest reach `_anchor_starts` accepts (the candidates before the last match it looks at).
+_MOST_ANCHOR_REACH = 1024
 
 
 def _overlap(first: str, second: str) -> bool:
@@ -279,6 +335,88 @@ def _anchor_literals(anchor: Delimiter) -> tuple | None:
     if any(_overlap(first, second) for index, first in enumerate(literals) for second in literals[index + 1:]):
         return None
     return literals
+
+
+def _anchor_starts(anchor: Delimiter) -> tuple | None:
+    """For a start anchor that `_anchor_literals` leaves to a scan, cannot backtrack badly, and whose every match
+    begins with one of a few literals: those literals and the anchor's reach, the longest a match can run from its
+    start and still hold one of their first characters past it (its width, less a final run of a class without
+    them: `\\s*` after `<|end_header_id|>`). None when the pattern is of another shape, or reaches farther than
+    `_MOST_ANCHOR_REACH`."""
+    if anchor.literals is not None or anchor.scan is None or not anchor.scan.safe:
+        return None
+    pattern = anchor.regex.pattern
+    if _REGEX_ONLY.search(pattern) or anchor.regex.flags != regex.compile("", regex.DOTALL).flags:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            parsed = sre_parse.parse(pattern, re.DOTALL)
+        if parsed.state.flags & ~(re.DOTALL | re.UNICODE):
+            return None
+        starts = _leading_literals(list(parsed))
+        if not starts:
+            return None
+        firsts = {start[0] for start in starts}
+        reach = _reach(parsed.state, list(parsed), firsts)
+    except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, IndexError):
+        return None
+    if reach is None or reach > _MOST_ANCHOR_REACH:
+        return None
+    # a literal that begins with another one adds no candidate
+    starts = sorted(set(starts), key=len)
+    kept = [start for index, start in enumerate(starts) if not any(start.startswith(shorter) for shorter in starts[:index])]
+    return tuple(kept), max(reach, 1)
+
+
+def _leading_literals(items: list) -> list | None:
+    """Literals one of which begins every match of a parsed regex, or None."""
+    results = [""]
+    for op, av in items:
+        spelled = [chr(av)] if op is sre_constants.LITERAL else None
+        whole = True
+        if op is sre_constants.BRANCH:
+            spelled = _spelled_literals([(op, av)])
+            if spelled is None:  # alternatives that go on past their literals: what each begins with, then stop
+                whole, spelled = False, []
+                for alternative in av[1]:
+                    leading = _leading_literals(list(alternative))
+                    if leading is None:
+                        spelled = None
+                        break
+                    spelled += leading
+        elif op is sre_constants.SUBPATTERN and not (av[1] or av[2]):
+            spelled = _spelled_literals(list(av[3]))
+            if spelled is None:
+                whole, spelled = False, _leading_literals(list(av[3]))
+        if not spelled or "" in spelled:
+            break
+        results = [text + piece for text in results for piece in spelled]
+        if len(results) > _MOST_ANCHOR_LITERALS:
+            return None
+        if not whole:
+            break
+    return None if "" in results else results
+
+
+def _reach(state: Any, items: list, firsts: set) -> int | None:
+    """How far from its start a match of a parsed regex can hold one of the characters `firsts` (its widest match,
+    less a final repeat of a class that holds none of them), or None when unbounded."""
+    while items and items[-1][0] in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT):
+        chars = _single(items[-1][1][2])
+        source = chars.source() if chars is not None else None
+        if source is None or any(regex.match(source, first, regex.DOTALL) for first in firsts):
+            break
+        items = items[:-1]
+    last = None
+    if items and items[-1][0] is sre_constants.BRANCH:
+        reaches = [_reach(state, list(alternative), firsts) for alternative in items[-1][1][1]]
+        last = None if None in reaches else max(reaches)
+        if last is None:
+            return None
+        items = items[:-1]
+    widest = sre_parse.SubPattern(state, items).getwidth()[1] if items else 0
+    return None if widest >= sre_constants.MAXREPEAT else widest + (last or 0)
 
 
 def _where(field_name: str | None, key: str) -> str:
@@ -544,13 +682,17 @@ def _compile(spec: Any) -> CompiledTemplate:
         if name != implicit_name
     }
     patterns = [d.regex.pattern for f in fields.values() for d in (f.open, f.close) if d is not None and d.literals is None]
+    anchor_literals = _anchor_literals(anchor)
+    starts, reach = (_anchor_starts(anchor) if anchor_literals is None else None) or (None, 0)
     return CompiledTemplate(
         simple_anchor=(
             anchor.literals[0]
             if anchor.literals is not None and len(anchor.literals) == 1 and not _overlaps_itself(anchor.literals[0])
             else None
         ),
-        anchor_literals=_anchor_literals(anchor),
+        anchor_literals=anchor_literals,
+        anchor_starts=starts,
+        anchor_reach=reach,
         required=tuple(name for name, f in fields.items() if not f.optional),
         flat_defaults=not any(isinstance(value, (list, dict)) for value in defaults.values()),
         keeps_history=any("(?<=" in p or "(?<!" in p for p in patterns),
