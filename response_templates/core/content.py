@@ -463,7 +463,14 @@ def compile_transform(shape: Any) -> Callable[[dict], Any]:
     value: every whole-string `{path}` is replaced by what it names, everything else is kept as written."""
     if isinstance(shape, dict):
         members = [(key, compile_transform(item)) for key, item in shape.items()]
-        return lambda scope: {key: build(scope) for key, build in members}
+
+        def build_dict(scope: dict) -> dict:
+            built = {}
+            for key, build in members:
+                built[key] = build(scope)
+            return built
+
+        return build_dict
     if isinstance(shape, list):
         items = [compile_transform(item) for item in shape]
         return lambda scope: [build(scope) for build in items]
@@ -472,6 +479,15 @@ def compile_transform(shape: Any) -> Callable[[dict], Any]:
         if whole is not None:
             path = whole.group(1)
             root, *steps = path.split(".")
+            if not steps:
+                # the common case, a top-level name: one lookup (a missing name gets `_resolve`'s error)
+                def lookup(scope: dict) -> Any:
+                    try:
+                        return scope[root]
+                    except KeyError:
+                        return _resolve(path, root, steps, scope)
+
+                return lookup
             return lambda scope: _resolve(path, root, steps, scope)
     return lambda scope: shape
 

@@ -73,7 +73,7 @@ class ShortPlan:
     """A watch's delimiters as one alternation (see the module docstring)."""
 
     __slots__ = (
-        "search", "match", "names", "tries", "timed", "culprit", "single", "bound", "wrapper", "begins", "costs", "gate",
+        "search", "match", "names", "tries", "timed", "culprit", "single", "bound", "begins", "costs", "gate",
         "seen", "behind", "guarded", "alternative_of", "pinpoint",
     )
 
@@ -95,7 +95,6 @@ class ShortPlan:
         self.culprit = culprit  # the item a timeout of the combined search names
         self.single = single
         self.bound = bound  # where the search may begin (`_Bound`), or None: at the position
-        self.wrapper = _WRAPPER.format(0)
         # some delimiter may match at the start of the text only (`\\A`, `^`): the first candidate ignores that
         # far from the first candidate: [combined search seconds per character summed, searches; the same for
         # one search per delimiter]
@@ -563,12 +562,15 @@ def _resolve(plan: ShortPlan, text: str, match: Any, timed: bool) -> tuple | Non
         start = match.start(plan.names[0])  # (a guarded search's match begins one character before)
         if start >= len(text):
             return None
-        item = plan.tries[0][0]
+        item, _, _, named, _ = plan.tries[0]
         if item.delimiter.literals is not None:
             return item, start, match.end(), None
-        groups = match.groupdict()  # one alternative: its groups, and the wrapper's
-        del groups[plan.wrapper]
-        return item, start, match.end(), groups
+        # one alternative: its groups (the combined match also has the wrapper's)
+        if not named:
+            return item, start, match.end(), {}
+        if len(named) == 1:
+            return item, start, match.end(), {named[0]: match.group(named[0])}
+        return item, start, match.end(), dict(zip(named, match.group(*named)))
     start, best_end = match.span()
     if start >= len(text):
         return None
