@@ -270,7 +270,11 @@ def test_a_start_anchor_spelled_as_literals_cuts_the_prompt_where_its_last_match
         (r"x<a>|<a>", True),
         (r"<a>(?:b|<a>b)?", True),
         (r"<a>(?:x|y)?<a>b?", True),
-        (r"<a>[^<]*<b>", False),  # unbounded: scanned
+        (r"<a>[^<]*<b>", True),  # '<b>' cannot begin a '<a>': a match reaches over a candidate within its '<a>'
+        (r"<a>[^<]*<ab>", True),
+        (r"<a>[^<]*<a>b", False),  # a match can end with a candidate: unbounded, scanned
+        (r"<a>[^<]*<a>", False),
+        (r"<a>[^a]*<b>", False),
         (r"<a>.*", False),
     ],
 )
@@ -279,14 +283,16 @@ def test_a_start_anchor_found_from_the_end_of_the_prompt_cuts_where_its_last_mat
 
     compiled = load_template({"start_anchor_pattern": anchor, "fields": {"content": {}}})
     assert (compiled.anchor_starts is not None) == found_from_the_end
-    pieces = ["<a>", "<b>", "<", "a>", "x", "y", "</t>", "\n", " ", "yy", "b", "<a>b", "<a><a>"]
+    pieces = ["<a>", "<b>", "<", "a>", "x", "y", "</t>", "\n", " ", "yy", "b", "<a>b", "<a><a>", "<ab>"]
     chooser = random.Random(anchor)
     for _ in range(1500):
         prefix = "".join(chooser.choice(pieces) for _ in range(chooser.randint(0, 16)))
         assert compiled.truncate_prefix(prefix) == _last_anchor_end(anchor, prefix), prefix
 
 
-@pytest.mark.parametrize("name", ["mimo", "deepseek_v3.2", "gemma-4", "nemotron_super_v1.5", "apriel_thinker"])
+@pytest.mark.parametrize(
+    "name", ["mimo", "deepseek_v3.2", "gemma-4", "nemotron_super_v1.5", "apriel_thinker", "granite-4", "kimi-k2", "hunyuan3"]
+)
 def test_library_start_anchors_found_from_the_end_match_a_scan_of_the_whole_prompt(name):
     import random
 

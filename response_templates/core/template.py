@@ -339,10 +339,8 @@ def _anchor_literals(anchor: Delimiter) -> tuple | None:
 
 def _anchor_starts(anchor: Delimiter) -> tuple | None:
     """For a start anchor that `_anchor_literals` leaves to a scan, cannot backtrack badly, and whose every match
-    begins with one of a few literals: those literals and the anchor's reach, the longest a match can run from its
-    start and still hold one of their first characters past it (its width, less a final run of a class without
-    them: `\\s*` after `<|end_header_id|>`). None when the pattern is of another shape, or reaches farther than
-    `_MOST_ANCHOR_REACH`."""
+    begins with one of a few literals: those literals and the anchor's reach (`_reach`). None when the pattern is of
+    another shape, or reaches farther than `_MOST_ANCHOR_REACH`."""
     if anchor.literals is not None or anchor.scan is None or not anchor.scan.safe:
         return None
     pattern = anchor.regex.pattern
@@ -357,8 +355,7 @@ def _anchor_starts(anchor: Delimiter) -> tuple | None:
         starts = _leading_literals(list(parsed))
         if not starts:
             return None
-        firsts = {start[0] for start in starts}
-        reach = _reach(parsed.state, list(parsed), firsts)
+        reach = _reach(parsed.state, list(parsed), starts)
     except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, IndexError):
         return None
     if reach is None or reach > _MOST_ANCHOR_REACH:
@@ -399,24 +396,45 @@ def _leading_literals(items: list) -> list | None:
     return None if "" in results else results
 
 
-def _reach(state: Any, items: list, firsts: set) -> int | None:
-    """How far from its start a match of a parsed regex can hold one of the characters `firsts` (its widest match,
-    less a final repeat of a class that holds none of them), or None when unbounded."""
-    while items and items[-1][0] in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT):
-        chars = _single(items[-1][1][2])
-        source = chars.source() if chars is not None else None
-        if source is None or any(regex.match(source, first, regex.DOTALL) for first in firsts):
+def _reach(state: Any, items: list, starts: list) -> int | None:
+    """How far from its start a match of a parsed regex can hold the beginning of an occurrence of one of the
+    literals `starts`, or None when unbounded: its widest match, less what ends it and cannot hold one: a repeat of a
+    class without their first characters (`\\s*`, `[^<]*`), a run of literals that disagrees with each of them
+    wherever it has one's first character (`<|end_of_role|>` for `<|start_of_role|>`)."""
+    firsts = {start[0] for start in starts}
+    while items:
+        op, av = items[-1]
+        if op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT):
+            chars = _single(av[2])
+            source = chars.source() if chars is not None else None
+            if source is None or any(regex.match(source, first, regex.DOTALL) for first in firsts):
+                break
+            items = items[:-1]
+        elif op is sre_constants.LITERAL:
+            size = 1
+            while size < len(items) and items[-size - 1][0] is sre_constants.LITERAL:
+                size += 1
+            run = "".join(chr(code) for _, code in items[-size:])
+            if any(_agree(run[offset:], start) for offset in range(len(run)) for start in starts):
+                break
+            items = items[:-size]
+        else:
             break
-        items = items[:-1]
     last = None
     if items and items[-1][0] is sre_constants.BRANCH:
-        reaches = [_reach(state, list(alternative), firsts) for alternative in items[-1][1][1]]
+        reaches = [_reach(state, list(alternative), starts) for alternative in items[-1][1][1]]
         last = None if None in reaches else max(reaches)
         if last is None:
             return None
         items = items[:-1]
     widest = sre_parse.SubPattern(state, items).getwidth()[1] if items else 0
     return None if widest >= sre_constants.MAXREPEAT else widest + (last or 0)
+
+
+def _agree(first: str, second: str) -> bool:
+    """Whether two strings agree where both have characters (one is a prefix of the other)."""
+    size = min(len(first), len(second))
+    return first[:size] == second[:size]
 
 
 def _where(field_name: str | None, key: str) -> str:
