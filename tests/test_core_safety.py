@@ -154,6 +154,22 @@ def test_library_tag_patterns_with_one_way_to_split_are_read_without_the_timeout
 
     assert _safe_tags(r'<parameter=(?P<key>[^>\s]+)>\n?(?P<value>.*?)\n?</parameter>(?=\s*(?:<parameter=|$))')
     assert _safe_tags(r'<param\s+name="(?P<key>[^"]+)"\s*>(?:<!\[CDATA\[(?P<value>.*?)\]\]>|(?P<value>[^<]*))</param>')
+    # a conditional takes one of its two branches: judged as an alternation of them
+    assert _safe_tags(r'<parameter=(?P<key>[^>\s]+)>(?P<nl>\n)?(?P<value>.*?)(?(nl)\n)</parameter>(?=\s*(?:<parameter=|$))')
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"<a>(?P<n>x)?(?(n)(?:y+)+|z)(?P<key>)(?P<value>)",  # nested repeats in a branch
+        r"<a>(?P<n>x)?(?P<key>\s*)(?(n)\s*|)(?P<value>\s*)c",  # repeats sharing characters across the condition
+        r"<a>(?:(?P<n>x)?(?(n)y|z))*(?P<key>)(?P<value>)",  # a condition inside a loop
+    ],
+)
+def test_a_conditional_tag_pattern_that_can_backtrack_badly_keeps_the_timeout(pattern):
+    from response_templates.core.content import _safe_tags
+
+    assert not _safe_tags(pattern)
 
 
 @pytest.mark.parametrize("size", [30, 600])

@@ -23,7 +23,7 @@ from .errors import (
     timeout_message,
 )
 from .limits import JSONTooDeepError, load_json
-from .scan import analyze
+from .scan import risk
 
 
 def parse_text(text: str, args: dict) -> str:
@@ -155,37 +155,39 @@ def _value_with(raw: str, value_parser: dict | None) -> Any:
     return parse_content(raw, value_parser.get("name", "text"), value_parser.get("args", {}))
 
 
-# A region at most this long is read with a tag_pattern that cannot backtrack badly (`scan.analyze(...).safe`:
+# A region at most this long is read with a tag_pattern that cannot backtrack badly (`scan.risk(...)`, safe:
 # each anchored try is linear) without `regex`'s per-call timeout, which costs microseconds a call (each step of
 # `finditer`); the matches are found by at most one try per character, so their cost is bounded by the square of
 # this length. So is a pattern whose only risk is a pair (or chain of three) of repeats sharing a few characters,
 # on a region without a long run of those (`scan.quiet`: each try then costs at most 16 linear tries). Longer
 # regions, and other patterns, keep the timeout.
 _UNTIMED_MOST = 512
-_TAG_SCANS: dict = {}
+_TAG_RISKS: dict = {}
 
 
-def _tag_scan(pattern: str) -> Any:
-    if pattern not in _TAG_SCANS:
-        if len(_TAG_SCANS) >= _COMPILED_LIMIT:
-            _TAG_SCANS.clear()
-        _TAG_SCANS[pattern] = analyze(pattern)
-    return _TAG_SCANS[pattern]
+def _tag_risk(pattern: str) -> tuple | None:
+    """(safe, long_run) of a tag_pattern (`scan.risk`), or None when it cannot be read."""
+    if pattern not in _TAG_RISKS:
+        if len(_TAG_RISKS) >= _COMPILED_LIMIT:
+            _TAG_RISKS.clear()
+        _TAG_RISKS[pattern] = risk(pattern)
+    return _TAG_RISKS[pattern]
 
 
 def _safe_tags(pattern: str) -> bool:
-    scan = _tag_scan(pattern)
-    return scan is not None and scan.safe
+    verdict = _tag_risk(pattern)
+    return verdict is not None and verdict[0]
 
 
 def _untimed_tags(pattern: str, text: str) -> bool:
     """Whether `text` (short) is read with `pattern` without the per-call timeout (see `_UNTIMED_MOST`)."""
     if len(text) > _UNTIMED_MOST:
         return False
-    scan = _tag_scan(pattern)
-    if scan is None:
+    verdict = _tag_risk(pattern)
+    if verdict is None:
         return False
-    return scan.safe or (scan.long_run is not None and scan.long_run.search(text) is None)
+    safe, long_run = verdict
+    return safe or (long_run is not None and long_run.search(text) is None)
 
 
 def _finditer(pattern: str, text: str) -> list:

@@ -704,7 +704,7 @@ def analyze(pattern: str) -> PatternScan | None:
         safe=not risky,
         shared_runs=shared_runs,
         run_limit=run_limit,
-        long_run=regex.compile(f"[{shared_runs}]{{{run_limit}}}") if shared_runs else None,
+        long_run=_long_run(shared_runs, run_limit),
         completion=_completion(parsed),
         **guards_of,
         **bound,
@@ -1083,6 +1083,32 @@ def _run_rest(pattern: str):
         return None
 
 
+def risk(pattern: str) -> tuple | None:
+    """Whether one anchored try of a pattern read on its own may backtrack badly, as `analyze` tells it (`safe`, and
+    `long_run` or None), for a pattern whose starts need not be bounded (a tag_pattern); None when it cannot be read.
+    Group names are kept when Python's parser takes them, as a conditional (`(?(nl)\\n)`) refers to one."""
+    if _REGEX_ONLY.search(pattern):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                parsed = sre_parse.parse(pattern, re.DOTALL)
+            except re.error:  # a group name used twice, which the `regex` module allows
+                parsed = sre_parse.parse(_NAMED.sub(lambda m: m.group(1) + "(", pattern), re.DOTALL)
+    except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
+        return None
+    if parsed.state.flags & (re.IGNORECASE | re.MULTILINE):
+        return None
+    risky, shared_runs, run_limit = _risky(parsed)
+    return not risky, _long_run(shared_runs, run_limit)
+
+
+def _long_run(shared_runs: str | None, run_limit: int) -> object:
+    """A search for a run of `run_limit` characters of the class inside `shared_runs` (see `quiet`), or None."""
+    return regex.compile(f"[{shared_runs}]{{{run_limit}}}") if shared_runs else None
+
+
 def _risky(items) -> tuple[bool, str | None, int]:
     """Whether one anchored try of a pattern could take more than linear time: a repeat that holds an alternation or
     another repeat (`(a|aa)*`, `(a+)+`: exponential), or two unbounded repeats that can share the same characters
@@ -1152,6 +1178,9 @@ def _nested(items, inside_loop: bool) -> bool:
         elif op is _C.BRANCH:
             if inside_loop or any(_nested(alternative, inside_loop) for alternative in av[1]):
                 return True
+        elif op is _C.GROUPREF_EXISTS:  # `(?(name)yes|no)`: one of two sequences, as an alternation
+            if inside_loop or any(_nested(branch, inside_loop) for branch in av[1:] if branch is not None):
+                return True
         elif op is _C.SUBPATTERN:
             if _nested(av[3], inside_loop):
                 return True
@@ -1214,9 +1243,11 @@ def _ambiguous(items, pending: tuple, pairs: list | None) -> tuple[bool, tuple]:
             risky, pending = _ambiguous(av, pending, pairs)
             if risky:
                 return True, pending
-        elif op is _C.BRANCH:
+        elif op is _C.BRANCH or op is _C.GROUPREF_EXISTS:
+            # a conditional `(?(name)yes|no)` takes one of its two sequences (`no` may be empty): as an alternation
+            alternatives = av[1] if op is _C.BRANCH else [branch if branch is not None else [] for branch in av[1:]]
             outs: tuple = ()
-            for alternative in av[1]:
+            for alternative in alternatives:
                 risky, out = _ambiguous(alternative, pending, pairs)
                 if risky:
                     return True, pending
