@@ -158,6 +158,24 @@ def test_library_tag_patterns_with_one_way_to_split_are_read_without_the_timeout
     assert _safe_tags(r'<parameter=(?P<key>[^>\s]+)>(?P<nl>\n)?(?P<value>.*?)(?(nl)\n)</parameter>(?=\s*(?:<parameter=|$))')
 
 
+def test_runs_that_meet_only_where_a_literal_occurs_are_read_without_the_timeout_on_a_region_with_few_of_it():
+    """`.*?` before `</arg_key>` and `.*?` after it can split a text only where `</arg_key>` occurs: a region with
+    few of them (and no long run of the whitespace the `\s*` around the key share with it) is read without the
+    timeout; more of them, or a long whitespace run, keep it."""
+    from response_templates.core.content import _untimed_tags
+
+    glm = r"<arg_key>\s*(?P<key>.*?)\s*</arg_key>\s*<arg_value>(?P<value>.*?)</arg_value>"
+    call = "get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>unit</arg_key>\n<arg_value>c</arg_value>"
+    assert _untimed_tags(glm, call)
+    assert not _untimed_tags(glm, call + "<arg_key>a</arg_key><arg_value>b</arg_value>" * 2)  # 4 of them
+    assert not _untimed_tags(glm, call.replace("Paris", "Paris    France"))  # a run of 4 blanks
+    # a literal that may overlap itself ('aa' in 'aaa') is counted by its longest start that cannot ('a')
+    assert _untimed_tags(r"<a>(?P<key>.*?)aa(?P<value>.*?)</a>", "<a>xaay</a>")
+    assert not _untimed_tags(r"<a>(?P<key>.*?)aa(?P<value>.*?)</a>", "<a>x" + "a" * 14 + "y</a>")
+    assert not _untimed_tags(r"<a>(?P<key>.*?)ab(?P<value>.*?)</a>", "<a>x" + "ab" * 16 + "y</a>")
+    assert _untimed_tags(r"<a>(?P<key>.*?)ab(?P<value>.*?)</a>", "<a>x" + "ab" * 15 + "y</a>")
+
+
 @pytest.mark.parametrize(
     "pattern",
     [

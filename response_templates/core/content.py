@@ -166,7 +166,7 @@ _TAG_RISKS: dict = {}
 
 
 def _tag_risk(pattern: str) -> tuple | None:
-    """(safe, long_run) of a tag_pattern (`scan.risk`), or None when it cannot be read."""
+    """(safe, quiet) of a tag_pattern (`scan.risk`), or None when it cannot be read."""
     if pattern not in _TAG_RISKS:
         if len(_TAG_RISKS) >= _COMPILED_LIMIT:
             _TAG_RISKS.clear()
@@ -186,8 +186,8 @@ def _untimed_tags(pattern: str, text: str) -> bool:
     verdict = _tag_risk(pattern)
     if verdict is None:
         return False
-    safe, long_run = verdict
-    return safe or (long_run is not None and long_run.search(text) is None)
+    safe, quiet = verdict
+    return safe or (quiet is not None and quiet(text))
 
 
 def _finditer(pattern: str, text: str) -> list:

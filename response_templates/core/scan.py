@@ -1084,9 +1084,11 @@ def _run_rest(pattern: str):
 
 
 def risk(pattern: str) -> tuple | None:
-    """Whether one anchored try of a pattern read on its own may backtrack badly, as `analyze` tells it (`safe`, and
-    `long_run` or None), for a pattern whose starts need not be bounded (a tag_pattern); None when it cannot be read.
-    Group names are kept when Python's parser takes them, as a conditional (`(?(nl)\\n)`) refers to one."""
+    """Whether one anchored try of a pattern read on its own (a tag_pattern, whose starts need not be bounded) may
+    backtrack badly: (safe, None), or (False, a test that a complete short text keeps its tries within `LONG_RUN`
+    linear tries, or None), from `_risky` with the pairs bounded by literals (`_ambiguous`); None when the pattern
+    cannot be read. Group names are kept when Python's parser takes them, as a conditional (`(?(nl)\\n)`) refers to
+    one."""
     if _REGEX_ONLY.search(pattern):
         return None
     try:
@@ -1100,8 +1102,20 @@ def risk(pattern: str) -> tuple | None:
         return None
     if parsed.state.flags & (re.IGNORECASE | re.MULTILINE):
         return None
-    risky, shared_runs, run_limit = _risky(parsed)
-    return not risky, _long_run(shared_runs, run_limit)
+    bounded: list = []
+    risky, shared_runs, run_limit = _risky(parsed, bounded)
+    if not risky:
+        return True, None
+    if not run_limit:
+        return False, None
+    long_run = _long_run(shared_runs, run_limit)
+    literals = tuple(sorted({literal for literal, _ in bounded}))
+
+    def quiet(text: str) -> bool:
+        """No run of `run_limit` characters the pairs share, and fewer occurrences of each bounding literal."""
+        return (long_run is None or long_run.search(text) is None) and all(text.count(literal) < run_limit for literal in literals)
+
+    return False, quiet
 
 
 def _long_run(shared_runs: str | None, run_limit: int) -> object:
@@ -1109,7 +1123,7 @@ def _long_run(shared_runs: str | None, run_limit: int) -> object:
     return regex.compile(f"[{shared_runs}]{{{run_limit}}}") if shared_runs else None
 
 
-def _risky(items) -> tuple[bool, str | None, int]:
+def _risky(items, bounded: list | None = None) -> tuple[bool, str | None, int]:
     """Whether one anchored try of a pattern could take more than linear time: a repeat that holds an alternation or
     another repeat (`(a|aa)*`, `(a+)+`: exponential), or two unbounded repeats that can share the same characters
     with nothing mandatory and different between them (`\\s*\\s*`, `\\s*\\]?\\s*`, `\\s*\\n\\s*`: polynomial).
@@ -1121,18 +1135,22 @@ def _risky(items) -> tuple[bool, str | None, int]:
     (`\\s*\\]?\\s*`, `\\s*[^<]+?\\s*`): a class (its inside) of the characters two repeats of some pair take, and maybe
     a few more (`_shared`), and the longest run of them a text may hold for the pattern's tries to run without the
     per-call timeout: a try then costs at most the run's length (to the power of the chain's length less one) times a
-    linear try, `LONG_RUN` times at most. Otherwise (None, 0)."""
+    linear try, `LONG_RUN` times at most. Otherwise (None, 0).
+
+    With `bounded` (a list, see `_ambiguous`), the literals whose occurrences bound some pairs instead are noted
+    there: the limit then holds for how many times each of them occurs too (the class may be None)."""
     pairs: list = []
     try:
         if _nested(items, False):
             return True, None, 0
         if _ambiguous(items, (), None)[0]:
-            if _ambiguous(items, (), pairs)[0]:
+            if _ambiguous(items, (), pairs, bounded)[0]:
                 return True, None, 0
-            shared = _shared(pairs)
+            shared = _shared(pairs) if pairs else ""
             if shared is None:
                 return True, None, 0
-            return True, shared, LONG_RUN if max(depth for _, _, depth in pairs) <= 2 else _CHAIN_RUN
+            depths = [depth for _, _, depth in pairs] + [depth for _, depth in bounded or ()]
+            return True, shared or None, LONG_RUN if max(depths) <= 2 else _CHAIN_RUN
     except (_Unknown, RecursionError):
         return True, None, 0
     return False, None, 0
@@ -1197,50 +1215,71 @@ def _nested(items, inside_loop: bool) -> bool:
 _ANY_RUN = Charset(frozenset([r"\s", r"\S"]), small=False)
 
 
-def _ambiguous(items, pending: tuple, pairs: list | None) -> tuple[bool, tuple]:
-    """Walk a sequence left to right with `pending`: (character set, chain length) of the unbounded repeats whose run
-    may still be going on (nothing mandatory and disjoint from them since). A new repeat that shares a character with
-    one of them makes the pattern risky; with `pairs` (a list), such a pair is noted there instead, with the length of
-    the chain it makes, unless that is more than three. Returns (risky, the pending sets after the sequence)."""
+def _ambiguous(items, pending: tuple, pairs: list | None, bounded: list | None = None) -> tuple[bool, tuple]:
+    """Walk a sequence left to right with `pending`: (character set, chain length, literals passed) of the unbounded
+    repeats whose run may still be going on (nothing mandatory and disjoint from them since). A new repeat that shares
+    a character with one of them makes the pattern risky; with `pairs` (a list), such a pair is noted there instead,
+    with the length of the chain it makes, unless that is more than three. Returns (risky, the pending sets after the
+    sequence).
+
+    With `bounded` too (a list), a run stops before a mandatory character its set lacks even when another pending
+    run may take it, and a run that went on past a run of literals (`.*?` before `</arg_key>`) meets a later repeat
+    only where those literals occur in the text, so the ways to split between them are at most their occurrences:
+    such a pair is noted in `bounded` as (the literals, the chain length) instead of `pairs`."""
+    run = ""  # the literals met in a row up to this item
     for op, av in items:
+        if op is not _C.LITERAL:
+            run = ""
         if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE):
             least, most, body = av
             chars = _single(body)
             many = most is _MAXREPEAT or most > 1
             if chars is not None:
                 if many:
-                    shared = [(other, depth) for other, depth in pending if _overlap(other, chars)]
-                    depth = 1 + max((depth for _, depth in shared), default=0)
+                    shared = [entry for entry in pending if _overlap(entry[0], chars)]
+                    depth = 1 + max((entry[1] for entry in shared), default=0)
                     if shared and (pairs is None or depth > 3):
                         return True, pending
                     if pairs is not None:
-                        pairs.extend((other, chars, depth) for other, _ in shared)
-                    entry = (chars, depth)
+                        for other, _, passed in shared:
+                            if bounded is not None and passed:
+                                bounded.append((passed, depth))
+                            else:
+                                pairs.append((other, chars, depth))
+                    entry = (chars, depth, "")
                     pending = (entry,) if least >= 1 and not shared else pending + (entry,)
-                elif least >= 1 and most >= 1 and not any(_overlap(other, chars) for other, _ in pending):
+                elif least >= 1 and most >= 1 and not any(_overlap(other, chars) for other, *_ in pending):
                     pending = ()
                 # `x?` leaves the pending runs as they are (taken or not, nothing new runs on)
             elif many:
                 if pending or _ambiguous(body, (), None)[0]:
                     return True, pending
-                pending = ((_ANY_RUN, 3),)  # no pair with it is noted
+                pending = ((_ANY_RUN, 3, ""),)  # no pair with it is noted
             elif most >= 1:
-                risky, taken = _ambiguous(body, pending, pairs)
+                risky, taken = _ambiguous(body, pending, pairs, bounded)
                 if risky:
                     return True, pending
                 pending = taken if least >= 1 else _union(pending, taken)
         elif op in (_C.LITERAL, _C.NOT_LITERAL, _C.ANY, _C.IN):
             chars = _charset(op, av)
-            if not any(_overlap(other, chars) for other, _ in pending):
-                pending = ()
+            if bounded is None:
+                if not any(_overlap(other, chars) for other, *_ in pending):
+                    pending = ()
+            else:
+                pending = tuple(entry for entry in pending if _overlap(entry[0], chars))
+                if op is _C.LITERAL:
+                    run += chr(av)
+                    # (counting a literal's occurrences counts its places only when two of them cannot overlap)
+                    if not any(run[:size] == run[-size:] for size in range(1, len(run))):
+                        pending = tuple((other, depth, run if len(run) > len(passed) else passed) for other, depth, passed in pending)
         elif op is _C.SUBPATTERN:
             if av[1] or av[2]:  # scoped flags change what the sets mean
                 raise _Unknown
-            risky, pending = _ambiguous(av[3], pending, pairs)
+            risky, pending = _ambiguous(av[3], pending, pairs, bounded)
             if risky:
                 return True, pending
         elif op is _ATOMIC:
-            risky, pending = _ambiguous(av, pending, pairs)
+            risky, pending = _ambiguous(av, pending, pairs, bounded)
             if risky:
                 return True, pending
         elif op is _C.BRANCH or op is _C.GROUPREF_EXISTS:
@@ -1248,19 +1287,19 @@ def _ambiguous(items, pending: tuple, pairs: list | None) -> tuple[bool, tuple]:
             alternatives = av[1] if op is _C.BRANCH else [branch if branch is not None else [] for branch in av[1:]]
             outs: tuple = ()
             for alternative in alternatives:
-                risky, out = _ambiguous(alternative, pending, pairs)
+                risky, out = _ambiguous(alternative, pending, pairs, bounded)
                 if risky:
                     return True, pending
                 outs = _union(outs, out)
             pending = outs
         elif op in (_C.ASSERT, _C.ASSERT_NOT):
-            if _ambiguous(av[1], (), pairs)[0]:
+            if _ambiguous(av[1], (), pairs, bounded)[0]:
                 return True, pending
             ahead = _single(av[1]) if op is _C.ASSERT_NOT and av[0] == 1 else None
             if ahead is not None:
                 # `[\w-]*(?![\w-])`: a run of those characters cannot stop before its end here, so no later repeat
                 # shares it
-                pending = tuple((other, depth) for other, depth in pending if not _subset(other, ahead))
+                pending = tuple(entry for entry in pending if not _subset(entry[0], ahead))
         elif op is not _C.AT:
             raise _Unknown
     return False, pending
