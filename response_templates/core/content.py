@@ -17,8 +17,9 @@ from .errors import (
     RegexTimeoutError,
     TransformError,
     TransformKeyError,
+    close_budget,
     excerpt,
-    regex_budget,
+    open_budget,
     regex_time_left,
     timeout_message,
 )
@@ -193,15 +194,18 @@ def _untimed_tags(pattern: str, text: str) -> bool:
 def _finditer(pattern: str, text: str) -> list:
     """Every match of a template's tag_pattern, within the regex time budget of the call in progress (a budget of
     its own, for the text's size, when called outside one)."""
+    opened = open_budget(len(text))
     try:
-        with regex_budget(len(text)):
-            compiled = _compiled(("tags", pattern), pattern)
-            if _untimed_tags(pattern, text):
-                regex_time_left()  # the budget of the call may already be spent
-                return list(compiled.finditer(text))
-            return list(compiled.finditer(text, timeout=regex_time_left()))
+        compiled = _compiled(("tags", pattern), pattern)
+        if _untimed_tags(pattern, text):
+            regex_time_left()  # the budget of the call may already be spent
+            return list(compiled.finditer(text))
+        return list(compiled.finditer(text, timeout=regex_time_left()))
     except TimeoutError:
         raise RegexTimeoutError(timeout_message(f"xml-inline: tag_pattern {excerpt(pattern)}")) from None
+    finally:
+        if opened:
+            close_budget()
 
 
 def parse_xml_inline(text: str, args: dict) -> dict:

@@ -101,14 +101,26 @@ class regex_budget:  # noqa: N801 - used as a function: `with regex_budget(size)
         self.size = size
 
     def __enter__(self):
-        self.outer = getattr(_budget, "deadline", None) is not None
-        if not self.outer:
-            _budget.deadline = time.monotonic() + _regex_timeout * max(1.0, self.size / BUDGET_CHARS)
+        self.outer = not open_budget(self.size)
 
     def __exit__(self, *exc_info):
         if not self.outer:
             _budget.deadline = None
         return False
+
+
+def open_budget(size: int) -> bool:
+    """`regex_budget` without the context manager, for the hottest paths: opens a budget for `size` characters
+    unless one is open, and says whether it did; the caller then ends it with `close_budget()` (in a `finally`)."""
+    if getattr(_budget, "deadline", None) is not None:
+        return False
+    _budget.deadline = time.monotonic() + _regex_timeout * max(1.0, size / BUDGET_CHARS)
+    return True
+
+
+def close_budget() -> None:
+    """End the budget `open_budget` opened."""
+    _budget.deadline = None
 
 
 def grow_regex_budget(size: int) -> None:

@@ -21,7 +21,16 @@ from time import perf_counter
 from typing import Any
 
 from .content import TYPED_SYNTAX
-from .errors import RegexTimeoutError, excerpt, grow_regex_budget, regex_budget, regex_time_left, timeout_message
+from .errors import (
+    RegexTimeoutError,
+    close_budget,
+    excerpt,
+    grow_regex_budget,
+    open_budget,
+    regex_budget,
+    regex_time_left,
+    timeout_message,
+)
 from .oneshot import FAR, build_short_plan, find_near, find_short, note_far
 from .scan import first_candidate, quiet, scan_pattern, track_guards, work
 from .scan import NOT_SPACE  # a non-whitespace character, as `regex` reads `\s`
@@ -784,6 +793,11 @@ def finish_message(compiled: CompiledTemplate, output: dict) -> dict:
         missing = [name for name in compiled.required if name not in output]
         if missing:
             raise ValueError(f"required field(s) {missing} (optional: false) did not appear in the output")
+    for value in output.values():
+        if not value:
+            break
+    else:
+        return output  # nothing empty to drop (the common case)
     defaults = compiled.defaults
     return {
         key: value
@@ -1148,10 +1162,14 @@ def parse_response(
         raise TypeError(f"prefix must be text (or token ids together with tokenizer=), got {type(prefix).__name__}")
     # The streaming parser only commits decisions that later text cannot change, so one pass over prompt tail and
     # output, as at the end of a stream, gives exactly the streamed message.
-    with regex_budget(len(text) + len(prefix)):
+    opened = open_budget(len(text) + len(prefix))  # (`regex_budget`, a little cheaper per short message)
+    try:
         if prefix:
             text = compiled.truncate_prefix(prefix) + text
         return _parse_whole(compiled, text, tool_params, tokenizer is not None, truncated, malformed)
+    finally:
+        if opened:
+            close_budget()
 
 
 def _parse_whole(
