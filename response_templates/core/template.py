@@ -310,21 +310,28 @@ def _spelled_literals(items: Any) -> list | None:
     return results
 
 
+def _parsed_anchor(anchor: Delimiter) -> Any:
+    """A regex start anchor as Python's parser reads it, or None when that reading may differ from the `regex`
+    module's (its own syntax, flags other than DOTALL)."""
+    pattern = anchor.regex.pattern
+    if _REGEX_ONLY.search(pattern) or anchor.regex.flags != regex.compile("", regex.DOTALL).flags:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            parsed = sre_parse.parse(pattern, re.DOTALL)
+    except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError):
+        return None
+    return None if parsed.state.flags & ~(re.DOTALL | re.UNICODE) else parsed
+
+
 def _anchor_literals(anchor: Delimiter) -> tuple | None:
     """The literals of a start anchor whose matches are exactly the occurrences of a few literals that cannot
     overlap, or None."""
     literals = anchor.literals
     if literals is None:
-        pattern = anchor.regex.pattern
-        if _REGEX_ONLY.search(pattern) or anchor.regex.flags != regex.compile("", regex.DOTALL).flags:
-            return None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")
-                parsed = sre_parse.parse(pattern, re.DOTALL)
-        except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError):
-            return None
-        if parsed.state.flags & ~(re.DOTALL | re.UNICODE):
+        parsed = _parsed_anchor(anchor)
+        if parsed is None:
             return None
         literals = _spelled_literals(parsed)
         if literals is None:
@@ -343,20 +350,15 @@ def _anchor_starts(anchor: Delimiter) -> tuple | None:
     another shape, or reaches farther than `_MOST_ANCHOR_REACH`."""
     if anchor.literals is not None or anchor.scan is None or not anchor.scan.safe:
         return None
-    pattern = anchor.regex.pattern
-    if _REGEX_ONLY.search(pattern) or anchor.regex.flags != regex.compile("", regex.DOTALL).flags:
+    parsed = _parsed_anchor(anchor)
+    if parsed is None:
         return None
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            parsed = sre_parse.parse(pattern, re.DOTALL)
-        if parsed.state.flags & ~(re.DOTALL | re.UNICODE):
-            return None
         starts = _leading_literals(list(parsed))
         if not starts:
             return None
         reach = _reach(parsed.state, list(parsed), starts)
-    except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, IndexError):
+    except (re.error, RecursionError, OverflowError, ValueError, TypeError, IndexError):
         return None
     if reach is None or reach > _MOST_ANCHOR_REACH:
         return None
