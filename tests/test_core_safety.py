@@ -159,7 +159,7 @@ def test_library_tag_patterns_with_one_way_to_split_are_read_without_the_timeout
 
 
 def test_runs_that_meet_only_where_a_literal_occurs_are_read_without_the_timeout_on_a_region_with_few_of_it():
-    """`.*?` before `</arg_key>` and `.*?` after it can split a text only where `</arg_key>` occurs: a region with
+    r"""`.*?` before `</arg_key>` and `.*?` after it can split a text only where `</arg_key>` occurs: a region with
     few of them (and no long run of the whitespace the `\s*` around the key share with it) is read without the
     timeout; more of them, or a long whitespace run, keep it."""
     from response_templates.core.content import _untimed_tags
