@@ -514,3 +514,15 @@ def test_an_optional_whitespace_lead_may_start_a_match_inside_the_run_before_the
                     assert one == streamed(template, text, "", chunk), (text, chunk)
                 assert one == reference(text, template, prefix=""), text
     assert rt.parse_response("x \r\n<call> f {}</call>", template, prefix="")["content"] == "x \r"
+
+
+def test_a_start_anchor_found_from_the_end_of_a_long_prompt_keeps_the_time_limit(regex_limit):
+    """Past 2,048 characters, the tries at the last candidates keep the per-call timeout (a lookahead may read to
+    the end of the prompt at each of them)."""
+    template = {"start_anchor_pattern": r"<a>(?:x)?(?=[\s\S]*z)", "fields": {"content": {}}}
+    assert load_template(template).anchor_starts == ("<a>",)
+    prompt = "q<a>" * 1000 + "<a>xz"
+    assert rt.parse_response("hi", template, prefix=prompt) == {"content": "zhi"}
+    regex_limit(1e-9)
+    with pytest.raises(rt.RegexTimeoutError, match="start_anchor_pattern"):
+        rt.parse_response("hi", template, prefix=prompt)

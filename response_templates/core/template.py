@@ -225,6 +225,8 @@ class CompiledTemplate:
         starts before it can reach over it (then a scan would skip it). `_UNDECIDED` when that cannot be told
         cheaply (many candidates that do not match, or a match reaching over the last one): the caller scans."""
         match, starts = self.start_anchor.regex.match, self.anchor_starts
+        if len(prefix) > _UNTIMED_PROMPT:  # a try may still read far (a lookahead): a long prompt keeps the limit
+            match = functools.partial(match, timeout=regex_time_left())
         before = len(prefix) + 1  # the next candidate starts before this
         for _ in range(_ANCHOR_TRIES):
             at = _last_start(prefix, starts, 0, before)
