@@ -339,7 +339,7 @@ def build_short_plan(watch: Any) -> ShortPlan | None:
     # each alternative's named groups, with their numbers in the combined pattern and in its own (`match.group` by
     # number costs a seventh of a lookup by name)
     tries = [
-        (item, matcher, timed, (named, tuple(combined.groupindex[name] for name in named), tuple(item.delimiter.regex.groupindex[name] for name in named)), may_start)
+        (item, matcher, timed, (named, _numbers(combined, named), _numbers(item.delimiter.regex, named)), may_start)
         for item, matcher, timed, named, may_start in tries
     ]
     unsafe = [item for item, _, timed, _, _ in tries if timed]
@@ -608,6 +608,10 @@ def _resolve(plan: ShortPlan, text: str, match: Any, timed: bool) -> tuple | Non
         return best, start, best_end, _groups(match, named, numbers)
     named, _, own = tries[best_index][3]
     return best, start, best_end, _groups(best_match, named, own)
+
+
+def _numbers(pattern: Any, names: tuple) -> tuple:
+    return tuple(pattern.groupindex[name] for name in names)
 
 
 def _groups(match: Any, names: tuple, numbers: tuple) -> dict:

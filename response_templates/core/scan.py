@@ -1113,7 +1113,9 @@ def risk(pattern: str) -> tuple | None:
 
     def quiet(text: str) -> bool:
         """No run of `run_limit` characters the pairs share, and fewer occurrences of each bounding literal."""
-        return (long_run is None or long_run.search(text) is None) and all(text.count(literal) < run_limit for literal in literals)
+        if long_run is not None and long_run.search(text) is not None:
+            return False
+        return all(text.count(literal) < run_limit for literal in literals)
 
     return False, quiet
 
@@ -1271,7 +1273,9 @@ def _ambiguous(items, pending: tuple, pairs: list | None, bounded: list | None =
                     run += chr(av)
                     # (counting a literal's occurrences counts its places only when two of them cannot overlap)
                     if not any(run[:size] == run[-size:] for size in range(1, len(run))):
-                        pending = tuple((other, depth, run if len(run) > len(passed) else passed) for other, depth, passed in pending)
+                        pending = tuple(
+                            (other, depth, run if len(run) > len(passed) else passed) for other, depth, passed in pending
+                        )
         elif op is _C.SUBPATTERN:
             if av[1] or av[2]:  # scoped flags change what the sets mean
                 raise _Unknown

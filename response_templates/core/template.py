@@ -366,7 +366,7 @@ def _anchor_starts(anchor: Delimiter) -> tuple | None:
         return None
     # a literal that begins with another one adds no candidate
     starts = sorted(set(starts), key=len)
-    kept = [start for index, start in enumerate(starts) if not any(start.startswith(shorter) for shorter in starts[:index])]
+    kept = [start for index, start in enumerate(starts) if not start.startswith(tuple(starts[:index]))]
     return tuple(kept), max(reach, 1)
 
 
