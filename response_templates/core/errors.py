@@ -105,7 +105,7 @@ class regex_budget:  # noqa: N801 - used as a function: `with regex_budget(size)
 
     def __exit__(self, *exc_info):
         if not self.outer:
-            _budget.deadline = None
+            close_budget()
         return False
 
 

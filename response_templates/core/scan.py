@@ -1092,12 +1092,12 @@ def risk(pattern: str) -> tuple | None:
     if _REGEX_ONLY.search(pattern):
         return None
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            try:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
                 parsed = sre_parse.parse(pattern, re.DOTALL)
-            except re.error:  # a group name used twice, which the `regex` module allows
-                parsed = sre_parse.parse(_NAMED.sub(lambda m: m.group(1) + "(", pattern), re.DOTALL)
+        except re.error:  # a group name used twice, which the `regex` module allows
+            parsed = _parse(pattern)
     except (re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
         return None
     if parsed.state.flags & (re.IGNORECASE | re.MULTILINE):
