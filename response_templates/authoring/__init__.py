@@ -1,0 +1,1 @@
+"""Authoring tools: grammar (structural tags) for constrained decoding."""

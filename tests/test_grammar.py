@@ -1,0 +1,225 @@
+"""The grammar compiler (response_templates.structural_tag): every string the constraint admits parses, with our
+own parser and the same prefix, to calls of the given tools whose arguments validate against their schemas, as
+many as the grammar opened; every corpus output with calls of the given tools is admitted under "auto".
+
+The grammars are walked at random with xgrammar's matcher over a tiny vocabulary (single characters plus the
+template's markers as whole tokens, so that marker text is tried often). Skipped when xgrammar is not installed."""
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+import response_templates as rt
+from response_templates.authoring.grammar import GrammarError, structural_tag
+
+xgr = pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install response-templates[grammar])")
+np = pytest.importorskip("numpy")
+jsonschema = pytest.importorskip("jsonschema")
+
+CORPORA = Path(__file__).parent / "data" / "corpora"
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                       "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}},
+    {"type": "function", "function": {"name": "search_web", "parameters": {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "limit": {"type": "number"}, "safe": {"type": "boolean"},
+                       "filters": {"type": "object", "properties": {"lang": {"type": "string"}},
+                                   "required": ["lang"]},
+                       "tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["query", "safe"]}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}},
+]
+SCHEMAS = {tool["function"]["name"]: tool["function"]["parameters"] for tool in TOOLS}
+MODES = [("auto", True), ("required", True), ("required", False),
+         ({"type": "function", "function": {"name": "search_web"}}, True), ("none", True)]
+WALKS = 12
+
+
+def accepted_templates():
+    names = []
+    for name in rt.list_templates():
+        try:
+            structural_tag(name, TOOLS)
+        except GrammarError:
+            continue
+        names.append(name)
+    return names
+
+
+ACCEPTED = accepted_templates()
+
+
+def corpus(name):
+    path = CORPORA / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {"cases": []}
+
+
+def prefixes(name):
+    found = [""]
+    for case in corpus(name)["cases"]:
+        if case.get("prefix") and case["prefix"] not in found and len(found) < 3:
+            found.append(case["prefix"])
+    return found
+
+
+class Walker:
+    """A random walk through what a grammar admits, one vocabulary item at a time."""
+
+    def __init__(self, markers):
+        chars = [chr(code) for code in range(32, 127)] + ["\n", "\t", "é", "\uff5c", "▁"]
+        self.vocab = chars + sorted(set(markers) - set(chars))
+        self.marker_ids = set(range(len(chars), len(self.vocab)))
+        self.eos = len(self.vocab)
+        self.vocab.append("<eos>")
+        self.info = xgr.TokenizerInfo(self.vocab, stop_token_ids=[self.eos])
+        self.compiler = xgr.GrammarCompiler(self.info)
+        self.closing = {self.vocab.index(c) for c in '"}]>' if c in self.vocab} | self.marker_ids | {self.eos}
+
+    def walk(self, grammar, rng, steps=4000):
+        matcher = xgr.GrammarMatcher(grammar)
+        mask = np.zeros(xgr.get_bitmask_shape(1, len(self.vocab)), dtype=np.int32)
+        out = []
+        for step in range(steps):
+            if matcher.is_terminated():
+                return "".join(out)
+            matcher.fill_next_token_bitmask(mask)
+            allowed = np.nonzero(np.unpackbits(mask[0].view(np.uint8), bitorder="little")[:len(self.vocab)])[0]
+            assert len(allowed), f"the grammar admits nothing after {''.join(out)!r}"
+            weights = [(20 if token in self.marker_ids else 1) * (40 if step > 150 and token in self.closing else 1)
+                       for token in allowed]
+            token = int(rng.choices(allowed, weights)[0])
+            if token == self.eos:
+                return "".join(out)
+            assert matcher.accept_token(token)
+            out.append(self.vocab[token])
+        return None  # ran too long: not judged
+
+
+def grammar_markers(node, found):
+    if isinstance(node, dict):
+        for key in ("begin", "end"):
+            if isinstance(node.get(key), str) and node[key]:
+                found.add(node[key])
+        for key in ("triggers", "excludes"):
+            found.update(text for text in node.get(key, []) if text)
+        for value in node.values():
+            grammar_markers(value, found)
+    elif isinstance(node, list):
+        for item in node:
+            grammar_markers(item, found)
+    return found
+
+
+def test_some_templates_are_accepted():
+    # the compiler's coverage is reported in docs/grammar.md; this guards against it silently dropping to nothing
+    assert {"qwen3", "glm", "qwen3-coder", "hermes"} <= set(ACCEPTED)
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_every_admitted_string_parses_to_the_calls_meant(name):
+    rng = random.Random(name)
+    for prefix in prefixes(name):
+        for choice, parallel in MODES:
+            try:
+                tag = structural_tag(name, TOOLS, prefix=prefix, tool_choice=choice, parallel_tool_calls=parallel)
+            except GrammarError:
+                # refusing is allowed (never a wrong grammar); the template itself compiles without a prompt
+                assert prefix, f"{name} compiles for tool_choice='auto' but not for {choice!r}"
+                continue
+            walker = Walker(grammar_markers(tag, set()))
+            grammar = walker.compiler.compile_structural_tag(json.dumps(tag))
+            for _ in range(WALKS):
+                text = walker.walk(grammar, rng)
+                if text is None:
+                    continue
+                where = f"{name} prefix={prefix[-40:]!r} tool_choice={choice} parallel={parallel}: {text!r}"
+                try:
+                    message = rt.parse_response(text, name, prefix=prefix, tools=TOOLS)
+                except ValueError as error:
+                    raise AssertionError(f"the parser refuses an admitted string ({error}): {where}") from None
+                calls = message.get("tool_calls") or []
+                meant = opened_calls(tag, text)
+                assert len(calls) == meant, f"{len(calls)} calls parsed, {meant} opened: {where} -> {message}"
+                if choice == "none":
+                    assert not calls, where
+                if choice == "required" or isinstance(choice, dict):
+                    assert calls, where
+                if not parallel:
+                    assert len(calls) <= 1, where
+                for call in calls:
+                    function = call["function"]
+                    if isinstance(choice, dict):
+                        assert function["name"] == choice["function"]["name"], where
+                    assert function["name"] in SCHEMAS, where
+                    jsonschema.validate(function["arguments"], SCHEMAS[function["name"]])
+
+
+def opened_calls(tag, text):
+    """How many calls the grammar opened in `text`: the call begins, which free text and arguments cannot hold."""
+    begins = set()
+
+    def visit(node, inside_calls):
+        if isinstance(node, dict):
+            if node.get("type") in ("triggered_tags", "tags_with_separator"):
+                for tag_node in node["tags"]:
+                    begins.add(tag_node["begin"])
+                return
+            for value in node.values():
+                visit(value, inside_calls)
+        elif isinstance(node, list):
+            for item in node:
+                visit(item, inside_calls)
+
+    visit(tag["format"], False)
+    if not begins:
+        return 0
+    # the begins of calls of different tools may share a start; count each place one begins once
+    count, at = 0, 0
+    while True:
+        found = [(text.find(begin, at), begin) for begin in begins]
+        found = [(index, begin) for index, begin in found if index >= 0]
+        if not found:
+            return count
+        index, begin = min(found)
+        count += 1
+        at = index + len(begin)
+
+
+def end_of_turn(name, output):
+    """`output` cut where the model's turn ends: at the first end-of-turn special token of the library's formats."""
+    cut = len(output)
+    for match in re.finditer(r"<\|(?:im_end|endoftext|end|eot_id|eot|eom|end_of_text|return|call)\|>|<｜end▁of▁sentence｜>"
+                             r"|<SPECIAL_12>|<end_of_turn>|<turn\|>|<\|tool_response>|</s>|<seed:eos>", output):
+        cut = min(cut, match.start())
+        break
+    return output[:cut].rstrip() if cut < len(output) else output
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
+    cases = [case for case in corpus(name)["cases"]
+             if not case.get("truncated") and (case.get("expected") or {}).get("tool_calls") and case.get("tools")]
+    if not cases:
+        pytest.skip(f"no corpus output of {name} has calls of given tools")
+    refused = []
+    for case in cases:
+        try:
+            tag = structural_tag(name, case["tools"], prefix=case["prefix"])
+        except GrammarError as error:
+            refused.append((case["name"], f"not compiled: {error}"))
+            continue
+        info = xgr.TokenizerInfo([chr(c) for c in range(32, 127)] + ["<eos>"], stop_token_ids=[95])
+        grammar = xgr.GrammarCompiler(info).compile_structural_tag(json.dumps(tag))
+        matcher = xgr.GrammarMatcher(grammar)
+        # the end-of-turn token is the engine's stop token, not text the grammar writes
+        output = end_of_turn(name, case["output"])
+        if not (matcher.accept_string(output) and matcher.is_completed()):
+            refused.append((case["name"], output))
+    assert not refused, f"{len(refused)} of {len(cases)} corpus outputs refused: {refused}"
