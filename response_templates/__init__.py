@@ -32,6 +32,7 @@ __all__ = [
     "template_for",
     "to_openai_message",
     "unpatch",
+    "structural_tag",
     "verify",
     "verify_entry",
     "CompiledTemplate",
@@ -51,7 +52,8 @@ __all__ = [
 # is asked for. No submodule shares a name with a public attribute, so `rt.verify` is the function whatever was
 # imported.
 _LAZY_FROM = {"verify": "verification", "verify_entry": "verification", "VerifyReport": "verification",
-              "infer_template": "infer", "InferredTemplate": "infer"}
+              "infer_template": "infer", "InferredTemplate": "infer",
+              "structural_tag": "authoring.grammar", "GrammarError": "authoring.grammar"}
 _LAZY = set(_LAZY_FROM)
 
 

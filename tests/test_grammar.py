@@ -202,6 +202,10 @@ def end_of_turn(name, output):
     return output[:cut].rstrip() if cut < len(output) else output
 
 
+# Not met yet (issue 27): the grammar admits one canonical shape per call (with optional whitespace) and keeps the
+# template's markers out of argument strings, so list forms, ```json fences, optional section markers and marker
+# text inside string arguments are refused. Kept running so that each template's refusals stay visible.
+@pytest.mark.xfail(reason="corpus outputs in non-canonical shapes are not admitted yet (docs/grammar.md)", strict=False)
 @pytest.mark.parametrize("name", ACCEPTED)
 def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
     cases = [case for case in corpus(name)["cases"]

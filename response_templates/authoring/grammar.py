@@ -468,8 +468,10 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     for key, schema in properties.items():
         if not isinstance(key, str) or not key or any(char.isspace() or char in "<>\"=" for char in key):
             raise _Dead(f"parameter name {key!r} cannot be written in a tag")
-        is_string = isinstance(schema, dict) and schema.get("type") == "string" and "enum" not in schema
-        if is_string:
+        is_string = isinstance(schema, dict) and schema.get("type") == "string"
+        if is_string and schema.get("enum"):  # the value is one of the strings, written raw
+            value = {"type": "or", "elements": [_const(str(choice)) for choice in schema["enum"]]}
+        elif is_string:
             value = _free_text([m for m in markers if m != closer])
         else:
             value = {"type": "json_schema", "json_schema": schema, "excludes": list(markers)}
@@ -483,7 +485,7 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
             if key not in arguments:
                 continue
             value = arguments[key]
-            is_string = isinstance(schema, dict) and schema.get("type") == "string" and "enum" not in schema
+            is_string = isinstance(schema, dict) and schema.get("type") == "string"
             out += opener[0] + key + opener[1] + (value if is_string else json.dumps(value, ensure_ascii=False)) + closer
         return out
 
