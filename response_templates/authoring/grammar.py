@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 import regex
 
 from ..core.errors import TemplateError
-from ..core.parser import parse_response
+from ..core.parse_whole import parse_response
 from ..core.template import CompiledTemplate, load_template
 
 __all__ = ["GrammarError", "structural_tag", "explain"]
