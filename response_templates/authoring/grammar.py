@@ -65,6 +65,7 @@ class _Piece:
     kind: str  # "lit", "ws" (whitespace, at least `size` characters), "group" (a named group's text)
     text: str = ""  # the literal, the group's name, or for "ws" the whitespace characters the pattern allows
     size: int = 0
+    most: int = -1  # for "ws": the most characters the pattern allows there (-1: no bound)
 
 
 @dataclass
@@ -184,9 +185,9 @@ def _walk(items: Any, names: dict, out: list) -> None:
             else:
                 raise _Dead("; ".join(reasons))
         elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
-            low, _high, body = av
+            low, high, body = av
             if _space_chars(body):
-                out.append(_Piece("ws", _space_chars(body), size=low))
+                out.append(_Piece("ws", _space_chars(body), size=low, most=-1 if high is _sre.MAXREPEAT else high))
             elif _is_anything(body):
                 raise _Dead("eats the rest of the text")
             elif low:
@@ -198,7 +199,7 @@ def _walk(items: Any, names: dict, out: list) -> None:
             if no:  # the optional groups were left out, so the "no" branch is the one taken
                 _walk(no, names, out)
         elif op is _sre.IN and _space_chars([(op, av)]):
-            out.append(_Piece("ws", _space_chars([(op, av)]), size=1))
+            out.append(_Piece("ws", _space_chars([(op, av)]), size=1, most=1))
         else:
             raise _Dead(f"needs a character the compiler cannot choose ({op})")
 
@@ -209,7 +210,8 @@ def _merge(pieces: list) -> list:
         if merged and piece.kind == merged[-1].kind == "lit":
             merged[-1] = _Piece("lit", merged[-1].text + piece.text)
         elif merged and piece.kind == merged[-1].kind == "ws" and piece.text == merged[-1].text:
-            merged[-1] = _Piece("ws", piece.text, size=merged[-1].size + piece.size)
+            most = -1 if -1 in (piece.most, merged[-1].most) else piece.most + merged[-1].most
+            merged[-1] = _Piece("ws", piece.text, size=merged[-1].size + piece.size, most=most)
         else:
             merged.append(piece)
     return merged
@@ -340,9 +342,10 @@ def _const(text: str) -> dict:
     return {"type": "const_string", "value": text}
 
 
-def _ws(size: int, chars: str = " \t\r\n") -> dict:
+def _ws(size: int, chars: str = " \t\r\n", most: int = -1) -> dict:
     escaped = chars.replace("\t", "\\t").replace("\r", "\\r").replace("\n", "\\n")
-    return {"type": "regex", "pattern": f"[{escaped}]{{{size},{max(size, _WS_MAX)}}}"}
+    upper = _WS_MAX if most < 0 else min(most, _WS_MAX)
+    return {"type": "regex", "pattern": f"[{escaped}]{{{size},{max(size, upper)}}}"}
 
 
 def _free_text(excludes: list) -> dict:
@@ -366,7 +369,7 @@ def _split(pieces: list, name: str | None) -> tuple:
                 formats.append(_const(piece.text))
         else:
             leading = False
-            formats.append(_ws(piece.size, piece.text))
+            formats.append(_ws(piece.size, piece.text, piece.most))
             text += piece.text[0] * piece.size
     return lead, formats, text
 
@@ -424,7 +427,8 @@ def _json_body(schema: dict, args: dict, markers: list) -> tuple:
             style = "gemma"
         else:
             raise _Dead("JSON with string_delims/unquoted_keys other than Gemma 4's (<|\"|>) is not supported yet")
-    body = {"type": "json_schema", "json_schema": schema, "style": style, "excludes": list(markers)}
+    body = {"type": "json_schema", "json_schema": schema, "style": style, "excludes": list(markers),
+            "max_whitespace_cnt": _WS_MAX}
     return body, style
 
 
@@ -451,17 +455,22 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     kinds = [piece.text for piece in pieces if piece.kind == "group"]
     if kinds != ["key", "value"]:
         raise _Dead(f"tag_pattern {pattern!r}: expected a key group then a value group, found {kinds}")
+    # optional whitespace before the key is left out; after it (`>\\n?` before the value, `\\n?</parameter>` after
+    # it) it is kept where the pattern allows it, as models write it there
     at_key = next(i for i, p in enumerate(pieces) if p.kind == "group")
+    before = [p for p in pieces[:at_key] if not (p.kind == "ws" and p.size == 0)]
     at_value = next(i for i, p in enumerate(pieces) if p.kind == "group" and p.text == "value")
-    # optional whitespace (`\s*`, `\n?`) inside a parameter tag is left out of the canonical writing
-    pieces = [p for p in pieces if not (p.kind == "ws" and p.size == 0)]
-    at_key = next(i for i, p in enumerate(pieces) if p.kind == "group")
-    at_value = next(i for i, p in enumerate(pieces) if p.kind == "group" and p.text == "value")
-    before, between, after = pieces[:at_key], pieces[at_key + 1:at_value], pieces[at_value + 1:]
-    if any(p.kind != "lit" for p in before + between) or not after or after[0].kind != "lit":
-        raise _Dead(f"tag_pattern {pattern!r}: whitespace around the key or before the value's end is not supported")
-    opener = "".join(p.text for p in before), "".join(p.text for p in between)
-    closer = after[0].text
+    between, after = pieces[at_key + 1:at_value], pieces[at_value + 1:]
+    if any(p.kind != "lit" for p in before) or any(p.kind == "group" for p in between):
+        raise _Dead(f"tag_pattern {pattern!r}: the key must follow literal text")
+    lead, between_formats, between_text = _split(between, None) if between else ("", [], "")
+    ahead = [p for p in after if p.kind == "ws"][:1] if after and after[0].kind == "ws" else []
+    rest = after[len(ahead):]
+    if not rest or rest[0].kind != "lit":
+        raise _Dead(f"tag_pattern {pattern!r}: the value must end at literal text")
+    opener = "".join(p.text for p in before), lead
+    closer = rest[0].text
+    value_ws = [_ws(ahead[0].size, ahead[0].text, ahead[0].most)] if ahead else []
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or [])
     elements: list = []
@@ -474,8 +483,12 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         elif is_string:
             value = _free_text([m for m in markers if m != closer])
         else:
-            value = {"type": "json_schema", "json_schema": schema, "excludes": list(markers)}
-        tag = {"type": "tag", "begin": opener[0] + key + opener[1], "content": value, "end": closer}
+            value = {"type": "json_schema", "json_schema": schema, "excludes": list(markers),
+                     "max_whitespace_cnt": _WS_MAX}
+        # a raw string runs to the tag's end; JSON may be followed by the whitespace the pattern allows there
+        content = between_formats + [value] + ([] if is_string else value_ws)
+        content = content[0] if len(content) == 1 else {"type": "sequence", "elements": content}
+        tag = {"type": "tag", "begin": opener[0] + key + opener[1], "content": content, "end": closer}
         item = {"type": "sequence", "elements": [_ws(0), tag]}
         elements.append(item if key in required else {"type": "optional", "content": item})
 
@@ -486,7 +499,8 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
                 continue
             value = arguments[key]
             is_string = isinstance(schema, dict) and schema.get("type") == "string"
-            out += opener[0] + key + opener[1] + (value if is_string else json.dumps(value, ensure_ascii=False)) + closer
+            text = value if is_string else json.dumps(value, ensure_ascii=False)
+            out += opener[0] + key + opener[1] + between_text[len(opener[1]):] + text + closer
         return out
 
     return elements, write
@@ -697,8 +711,18 @@ def _tags(plan: _Plan, names: list) -> list:
     return tags
 
 
+def _overlaps(marker: str, text: str) -> bool:
+    """`marker` shares text with `text` where one could run into the other (inside it, or end-to-start)."""
+    if marker in text or text in marker:
+        return True
+    return any(text.endswith(marker[:size]) or marker.endswith(text[:size]) for size in range(1, len(marker)))
+
+
 def _excludes(plan: _Plan, extra: list = ()) -> list:
-    found = [marker for marker in plan.markers if not any(trigger in marker for trigger in plan.triggers)]
+    """Markers kept out of free text. Free text also spells the start of a call's opener before the grammar knows a
+    call began, so markers that overlap an opener are left out (the opener itself is the call)."""
+    begins = [form.begin for form in plan.calls.values()]
+    found = [marker for marker in plan.markers if not any(_overlaps(marker, begin) for begin in begins)]
     return found + [text for text in extra if text not in found]
 
 
@@ -709,6 +733,7 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
         elements.append({"type": "tag", "begin": "", "content": _free_text(inner), "end": plan.reasoning_open})
     elif plan.reasoning_tag is not None:
         inner = [m for m in plan.markers if m not in plan.reasoning_tag] + plan.triggers
+        elements.append(_ws(0))  # layout before the block (GLM-4.5 writes "\n<think>")
         elements.append({"type": "optional", "content": {
             "type": "tag", "begin": plan.reasoning_tag[0], "content": _free_text(inner), "end": plan.reasoning_tag[1]}})
     names = list(plan.calls)
@@ -723,6 +748,7 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
         elements.append({"type": "triggered_tags", "triggers": plan.triggers, "tags": _tags(plan, names),
                          "at_least_one": False, "stop_after_first": not parallel, "excludes": _excludes(plan)})
     else:
+        elements.append(_ws(0))
         elements.append({"type": "tags_with_separator", "tags": _tags(plan, names), "separator": plan.separator,
                          "at_least_one": True, "stop_after_first": not parallel})
     fmt = elements[0] if len(elements) == 1 else {"type": "sequence", "elements": elements}
