@@ -195,12 +195,10 @@ def opened_calls(tag, text):
 
 def end_of_turn(name, output):
     """`output` cut where the model's turn ends: at the first end-of-turn special token of the library's formats."""
-    cut = len(output)
-    for match in re.finditer(r"<\|(?:im_end|endoftext|end|eot_id|eot|eom|end_of_text|return|call)\|>|<｜end▁of▁sentence｜>"
-                             r"|<SPECIAL_12>|<end_of_turn>|<turn\|>|<\|tool_response>|</s>|<seed:eos>", output):
-        cut = min(cut, match.start())
-        break
-    return output[:cut].rstrip() if cut < len(output) else output
+    match = re.search(r"<\|(?:im_end|endoftext|end|eot_id|eot|eom|end_of_text|return|call)\|>|<｜end▁of▁sentence｜>"
+                      r"|<SPECIAL_12>|<end_of_turn>|<turn\|>|<\|tool_response>|</s>|<seed:eos>"
+                      r"|<\|observation\|>|<\|user\|>", output)
+    return output[:match.start()] if match else output
 
 
 @pytest.mark.parametrize("name", ACCEPTED)

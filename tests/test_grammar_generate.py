@@ -28,7 +28,7 @@ def model():
 ])
 def test_constrained_answers_are_valid_calls(model, choice, parallel):
     tokenizer, llm = model
-    for seed in (1, 2, 3):
+    for seed in (1, 2):
         answer = example.generate(tokenizer, llm, choice, parallel_tool_calls=parallel, seed=seed)
         calls = answer["message"].get("tool_calls") or []
         where = f"{choice} parallel={parallel} seed={seed}: {answer['text']!r}"

@@ -370,8 +370,13 @@ def _split(pieces: list, name: str | None) -> tuple:
         else:
             leading = False
             formats.append(_ws(piece.size, piece.text, piece.most))
-            text += piece.text[0] * piece.size
+            text += _space(piece.text) * piece.size
     return lead, formats, text
+
+
+def _space(chars: str) -> str:
+    """The whitespace character written where a pattern requires some: a space when it may, else a newline."""
+    return " " if " " in chars else "\n" if "\n" in chars else chars[0]
 
 
 def _strip_ws(pieces: list, leading: bool) -> list:
@@ -444,21 +449,46 @@ def _write_json(value: Any, style: str) -> str:
     return json.dumps(value)
 
 
+def _group_required(pattern: str, group: str) -> bool:
+    """Whether every canonical writing passes through the named group (it is not inside an optional part)."""
+    parsed, names = _parse_pattern(pattern)
+    out: list = []
+    renamed = {number: ("value" if name == group else "_other") for number, name in names.items()}
+    try:
+        _walk(list(parsed), renamed, out)
+    except _Dead:
+        return True
+    return any(p.kind == "group" and p.text == "value" for p in out)
+
+
 def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     """xml-inline content: one tag per property, in the schema's order (optional ones may be left out)."""
     pattern = args.get("tag_pattern")
     if not pattern:
         raise _Dead("xml-inline without tag_pattern")
-    if args.get("value_parser_by") or (args.get("value_parser") or {}).get("name", "text") != "text":
-        raise _Dead("xml-inline values with a value_parser other than text are not supported yet")
+    parser = args.get("value_parser") or {"name": "text"}
+    if parser.get("name") not in ("text", "json") or (parser.get("args") or {}).get("string_delims"):
+        raise _Dead(f"xml-inline values read by {parser.get('name')!r} are not supported yet")
+    # a json value_parser reads every value as JSON: strings are written quoted
+    json_values = parser.get("name") == "json"
     pieces = _skeleton("\0pattern:" + pattern, "tag_pattern")
+    by = args.get("value_parser_by")
+    if by:
+        # the canonical writing leaves the selecting group out (it is optional), so value_parser applies
+        _, names = _parse_pattern(pattern)
+        group = by.get("group")
+        if any(p.kind == "group" and p.text == group for p in pieces) or group not in names.values():
+            raise _Dead(f"xml-inline values whose parser is picked by the group {group!r} are not supported yet")
+        if _group_required(pattern, group):
+            raise _Dead(f"the group {group!r} that picks the value parser is not optional")
     kinds = [piece.text for piece in pieces if piece.kind == "group"]
     if kinds != ["key", "value"]:
         raise _Dead(f"tag_pattern {pattern!r}: expected a key group then a value group, found {kinds}")
     # optional whitespace before the key is left out; after it (`>\\n?` before the value, `\\n?</parameter>` after
     # it) it is kept where the pattern allows it, as models write it there
     at_key = next(i for i, p in enumerate(pieces) if p.kind == "group")
-    before = [p for p in pieces[:at_key] if not (p.kind == "ws" and p.size == 0)]
+    before = [_Piece("lit", _space(p.text) * p.size) if p.kind == "ws" else p
+              for p in pieces[:at_key] if not (p.kind == "ws" and p.size == 0)]
     at_value = next(i for i, p in enumerate(pieces) if p.kind == "group" and p.text == "value")
     between, after = pieces[at_key + 1:at_value], pieces[at_value + 1:]
     if any(p.kind != "lit" for p in before) or any(p.kind == "group" for p in between):
@@ -469,7 +499,11 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     if not rest or rest[0].kind != "lit":
         raise _Dead(f"tag_pattern {pattern!r}: the value must end at literal text")
     opener = "".join(p.text for p in before), lead
-    closer = rest[0].text
+    closer = ""
+    for piece in rest:  # the tag's end: its literal text, optional whitespace inside it left out
+        if piece.kind == "group":
+            break
+        closer += piece.text if piece.kind == "lit" else _space(piece.text) * piece.size
     value_ws = [_ws(ahead[0].size, ahead[0].text, ahead[0].most)] if ahead else []
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or [])
@@ -477,7 +511,7 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     for key, schema in properties.items():
         if not isinstance(key, str) or not key or any(char.isspace() or char in "<>\"=" for char in key):
             raise _Dead(f"parameter name {key!r} cannot be written in a tag")
-        is_string = isinstance(schema, dict) and schema.get("type") == "string"
+        is_string = isinstance(schema, dict) and schema.get("type") == "string" and not json_values
         if is_string and schema.get("enum"):  # the value is one of the strings, written raw
             value = {"type": "or", "elements": [_const(str(choice)) for choice in schema["enum"]]}
         elif is_string:
@@ -498,7 +532,7 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
             if key not in arguments:
                 continue
             value = arguments[key]
-            is_string = isinstance(schema, dict) and schema.get("type") == "string"
+            is_string = isinstance(schema, dict) and schema.get("type") == "string" and not json_values
             text = value if is_string else json.dumps(value, ensure_ascii=False)
             out += opener[0] + key + opener[1] + between_text[len(opener[1]):] + text + closer
         return out
