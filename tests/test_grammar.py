@@ -163,34 +163,33 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
 
 
 def opened_calls(tag, text):
-    """How many calls the grammar opened in `text`: the call begins, which free text and arguments cannot hold."""
-    begins = set()
+    """How many calls the grammar opened in `text`: its call begins, which free text and arguments cannot hold,
+    each followed by that call's end (a begin may also start markup inside a call: `<｜DSML｜` of a parameter)."""
+    pairs = set()
 
-    def visit(node, inside_calls):
+    def visit(node):
         if isinstance(node, dict):
             if node.get("type") in ("triggered_tags", "tags_with_separator"):
-                for tag_node in node["tags"]:
-                    begins.add(tag_node["begin"])
+                pairs.update((tag_node["begin"], tag_node["end"]) for tag_node in node["tags"])
                 return
             for value in node.values():
-                visit(value, inside_calls)
+                visit(value)
         elif isinstance(node, list):
             for item in node:
-                visit(item, inside_calls)
+                visit(item)
 
-    visit(tag["format"], False)
-    if not begins:
-        return 0
-    # the begins of calls of different tools may share a start; count each place one begins once
+    visit(tag["format"])
     count, at = 0, 0
-    while True:
-        found = [(text.find(begin, at), begin) for begin in begins]
-        found = [(index, begin) for index, begin in found if index >= 0]
+    while pairs:
+        found = [(text.find(begin, at), begin, end) for begin, end in pairs]
+        found = [item for item in found if item[0] >= 0]
         if not found:
-            return count
-        index, begin = min(found)
+            break
+        index, begin, end = min(found)
         count += 1
-        at = index + len(begin)
+        close = text.find(end, index + len(begin))
+        at = len(text) if close < 0 else close + len(end)
+    return count
 
 
 def end_of_turn(name, output):

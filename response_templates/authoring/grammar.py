@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import copy
 import json
+import re as _re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 try:  # Python 3.11+
-    from re import _constants as _sre
-    from re import _parser as _sre_parse
+    from re import _constants as _sre  # type: ignore[attr-defined]
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _sre  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
@@ -42,7 +44,7 @@ from ..core.errors import TemplateError
 from ..core.parse_whole import parse_response
 from ..core.template import CompiledTemplate, load_template
 
-__all__ = ["GrammarError", "structural_tag", "explain"]
+__all__ = ["GrammarError", "explain", "structural_tag"]
 
 
 class GrammarError(TemplateError):
@@ -114,7 +116,7 @@ def _unique_groups(pattern: str) -> str:
 def _parse_pattern(pattern: str) -> tuple:
     try:
         parsed = _sre_parse.parse(_unique_groups(pattern))
-    except Exception as error:  # the regex module's syntax beyond Python's (rare in templates)
+    except (_re.error, RecursionError) as error:  # the regex module's syntax beyond Python's (rare in templates)
         raise _Dead(f"pattern {pattern!r} is beyond Python's regex syntax ({error})") from None
     names = {number: name.rsplit("__", 1)[0] for name, number in parsed.state.groupdict.items()}
     return parsed, names
@@ -405,7 +407,8 @@ def _sample(schema: Any, depth: int = 0) -> Any:
         return {key: _sample(value, depth + 1) for key, value in properties.items()} if depth < 4 else {}
     if kind == "array":
         return [_sample(schema.get("items"), depth + 1)] if depth < 4 else []
-    return {"integer": 3, "number": 2.5, "boolean": True, "null": None}.get(kind, "Paris, 'FR' \"x\"")
+    simple: dict = {"integer": 3, "number": 2.5, "boolean": True, "null": None}
+    return simple.get(kind, "Paris, 'FR' \"x\"") if isinstance(kind, str) else "Paris, 'FR' \"x\""
 
 
 def _tool_list(tools: Any) -> list:
@@ -422,6 +425,26 @@ def _tool_list(tools: Any) -> list:
     return out
 
 
+# JSON numbers past a float's range (`7e639`) read as infinity, which no parser keeps as a number: numbers get
+# bounds (xgrammar then writes them without an exponent) unless the schema sets its own.
+_NUMBER_BOUND = 1e300
+
+
+def _finite_numbers(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_finite_numbers(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _finite_numbers(value) for key, value in schema.items()}
+    kind = schema.get("type")
+    if kind == "number" or (isinstance(kind, list) and "number" in kind):
+        if "minimum" not in out and "exclusiveMinimum" not in out:
+            out["minimum"] = -_NUMBER_BOUND
+        if "maximum" not in out and "exclusiveMaximum" not in out:
+            out["maximum"] = _NUMBER_BOUND
+    return out
+
+
 def _json_body(schema: dict, args: dict, markers: list) -> tuple:
     """JSON content: the format, and (style) how a value is written."""
     style = "json"
@@ -432,7 +455,7 @@ def _json_body(schema: dict, args: dict, markers: list) -> tuple:
             style = "gemma"
         else:
             raise _Dead("JSON with string_delims/unquoted_keys other than Gemma 4's (<|\"|>) is not supported yet")
-    body = {"type": "json_schema", "json_schema": schema, "style": style, "excludes": list(markers),
+    body = {"type": "json_schema", "json_schema": _finite_numbers(schema), "style": style, "excludes": list(markers),
             "max_whitespace_cnt": _WS_MAX}
     return body, style
 
@@ -512,12 +535,13 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         if not isinstance(key, str) or not key or any(char.isspace() or char in "<>\"=" for char in key):
             raise _Dead(f"parameter name {key!r} cannot be written in a tag")
         is_string = isinstance(schema, dict) and schema.get("type") == "string" and not json_values
+        value: dict
         if is_string and schema.get("enum"):  # the value is one of the strings, written raw
             value = {"type": "or", "elements": [_const(str(choice)) for choice in schema["enum"]]}
         elif is_string:
             value = _free_text([m for m in markers if m != closer])
         else:
-            value = {"type": "json_schema", "json_schema": schema, "excludes": list(markers),
+            value = {"type": "json_schema", "json_schema": _finite_numbers(schema), "excludes": list(markers),
                      "max_whitespace_cnt": _WS_MAX}
         # a raw string runs to the tag's end; JSON may be followed by the whitespace the pattern allows there
         content = between_formats + [value] + ([] if is_string else value_ws)
@@ -600,7 +624,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
 def _probe(template: CompiledTemplate, text: str, prefix: str, tools: list | None = None) -> dict | None:
     try:
         return parse_response(text, template, prefix=prefix, tools=tools)
-    except Exception:  # a text the template cannot parse: the probe failed
+    except ValueError:  # a text the template cannot parse (TemplateError, TransformError...): the probe failed
         return None
 
 
@@ -615,14 +639,14 @@ def _reasoning(template: CompiledTemplate, prefix: str, markers: list) -> tuple:
     if not spec:
         return None, None
     try:
-        closes = [_literal_text(p) for p in _skeletons(_delimiter_spec(spec, "close", "close_pattern"), "close")]
+        written = [_literal_text(p) for p in _skeletons(_delimiter_spec(spec, "close", "close_pattern"), "close")]
     except _Dead:
         return None, None
-    closes = [text for text in closes if text]
+    closes: list[str] = [text for text in written if text]
 
     def reads(text: str) -> bool:
         message = _probe(template, text, prefix)
-        return bool(message) and message.get("reasoning_content") == "Thinking." and message.get("content") == "Answer."
+        return message is not None and message.get("reasoning_content") == "Thinking." and message.get("content") == "Answer."
 
     for close in closes:
         if reads("Thinking." + close + "Answer."):
@@ -752,7 +776,7 @@ def _overlaps(marker: str, text: str) -> bool:
     return any(text.endswith(marker[:size]) or marker.endswith(text[:size]) for size in range(1, len(marker)))
 
 
-def _excludes(plan: _Plan, extra: list = ()) -> list:
+def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
     """Markers kept out of free text. Free text also spells the start of a call's opener before the grammar knows a
     call began, so markers that overlap an opener are left out (the opener itself is the call)."""
     begins = [form.begin for form in plan.calls.values()]
