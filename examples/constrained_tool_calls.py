@@ -20,6 +20,7 @@ arguments valid for its schema, because the grammar leaves it no other choice.
 
 import argparse
 import json
+import sys
 
 import response_templates as rt
 from response_templates.authoring.constrain import logits_processor
@@ -77,6 +78,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a Hub model id with a library template (default: a random offline model)")
     args = parser.parse_args()
+    try:
+        import torch  # noqa: F401
+        import xgrammar  # noqa: F401
+    except ImportError as missing:
+        sys.exit(f"this example needs xgrammar and torch ({missing.name} is missing): "
+                 "pip install 'response-templates[grammar]'")
     if args.model:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
