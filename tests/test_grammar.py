@@ -134,10 +134,11 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                 # refusing is allowed (never a wrong grammar); the template itself compiles without a prompt
                 assert prefix, f"{name} compiles for tool_choice='auto' but not for {choice!r}"
                 continue
+            sections = [opener for opener, _ in grammar._plan(name, TOOLS, prefix).wrappers]
             walker = Walker(grammar_markers(tag, set()))
-            grammar = walker.compiler.compile_structural_tag(json.dumps(tag))
+            compiled = walker.compiler.compile_structural_tag(json.dumps(tag))
             for _ in range(WALKS):
-                text = walker.walk(grammar, rng)
+                text = walker.walk(compiled, rng)
                 if text is None:
                     continue
                 where = f"{name} prefix={prefix[-40:]!r} tool_choice={choice} parallel={parallel}: {text!r}"
@@ -146,7 +147,7 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                 except ValueError as error:
                     raise AssertionError(f"the parser refuses an admitted string ({error}): {where}") from None
                 calls = message.get("tool_calls") or []
-                meant = opened_calls(tag, text)
+                meant = opened_calls(tag, text, sections)
                 assert len(calls) == meant, f"{len(calls)} calls parsed, {meant} opened: {where} -> {message}"
                 if choice == "none":
                     assert not calls, where
@@ -162,15 +163,23 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                     jsonschema.validate(function["arguments"], SCHEMAS[function["name"]])
 
 
-def opened_calls(tag, text):
+def opened_calls(tag, text, sections=()):
     """How many calls the grammar opened in `text`: its call begins, which free text and arguments cannot hold,
-    each followed by that call's end (a begin may also start markup inside a call: `<｜DSML｜` of a parameter)."""
+    each followed by that call's end (a begin may also start markup inside a call: `<｜DSML｜` of a parameter).
+    `sections`: the openers of section markers around calls; their calls are counted inside them."""
     pairs = set()
 
     def visit(node):
         if isinstance(node, dict):
             if node.get("type") in ("triggered_tags", "tags_with_separator"):
-                pairs.update((tag_node["begin"], tag_node["end"]) for tag_node in node["tags"])
+                for tag_node in node["tags"]:
+                    if tag_node["begin"] in sections:
+                        visit(tag_node["content"])  # a section around calls: count the calls in it
+                    else:
+                        pairs.add((tag_node["begin"], tag_node["end"]))
+                return
+            if node.get("type") == "or" and all(item.get("type") == "tag" for item in node["elements"]):
+                pairs.update((tag_node["begin"], tag_node["end"]) for tag_node in node["elements"])  # in a section
                 return
             for value in node.values():
                 visit(value)

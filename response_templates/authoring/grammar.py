@@ -95,6 +95,7 @@ class _Plan:
     reasoning_tag: tuple | None  # (open, close) when the answer may start with a reasoning block
     separator: str
     notes: list = field(default_factory=list)
+    wrappers: list = field(default_factory=list)  # (open, close) markers a group of calls may be written between
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -695,7 +696,56 @@ def _plan(template: Any, tools: Any, prefix: str) -> _Plan:
     plan = _Plan(compiled, prefix, tool_list, calls, triggers, markers, reasoning_open, reasoning_tag, "\n")
     if calls:
         _self_check(plan)
+        plan.wrappers = _wrappers(plan)
     return plan
+
+
+def _wrappers(plan: _Plan) -> list:
+    """Section markers around a group of calls that the template reads as markup (Kimi K2's
+    `<|tool_calls_section_begin|>`...`<|tool_calls_section_end|>`, DeepSeek's `<｜tool▁calls▁begin｜>`...), found by
+    parsing: calls written between them must parse to exactly those calls, with no content, and text after the
+    closing marker must stay content. Models write them, so the grammar under "auto" admits them too."""
+    forms = list(plan.calls.values())
+    samples = {form.tool: _sample(dict(plan.tools)[form.tool]) for form in forms}
+    first, second = forms[0], forms[-1]
+    one, two = first.write(samples[first.tool]), second.write(samples[second.tool])
+    lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    tools = _as_tools(plan.tools)
+    reserved = [form.begin for form in forms] + [form.end for form in forms] + list(plan.triggers)
+    if plan.reasoning_open:
+        reserved.append(plan.reasoning_open)
+    if plan.reasoning_tag:
+        reserved.extend(plan.reasoning_tag)
+    candidates = [m for m in plan.markers if not any(_overlaps(m, text) for text in reserved)]
+
+    def calls_of(text: str) -> Any:
+        message = _probe(plan.template, lead + text, plan.prefix, tools)
+        if message is None or message.get("reasoning_content") and not lead:
+            return None
+        got = [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
+               for call in message.get("tool_calls") or []]
+        return got, message.get("content") or ""
+
+    wanted = [(first.tool, samples[first.tool]), (second.tool, samples[second.tool])]
+    opens = [m for m in candidates if calls_of(m + one) == (wanted[:1], "")]
+    closes = [m for m in candidates if calls_of(one + m + "After.") == (wanted[:1], "After.")]
+    def wraps(opener: str, closer: str) -> bool:
+        if opener == closer or calls_of(opener + one + two + closer + "After.") != (wanted, "After."):
+            return False
+        # and the section leaves the parser where it was: a call after it is still a call
+        after = calls_of(opener + one + two + closer + "After. " + one)
+        return after is not None and after[0] == wanted + wanted[:1] and after[1].strip() == "After."
+
+    found: list = []
+    for opener in opens:
+        for closer in closes:
+            if any(_overlaps(opener, other) for other, _ in found):
+                continue
+            # markup that reads the same either way round (a content block's own markers) is no call section
+            if wraps(opener, closer) and not wraps(closer, opener):
+                found.append((opener, closer))
+                break
+    return found
 
 
 def _trigger(begin: str, begins: list) -> str:
@@ -779,7 +829,7 @@ def _overlaps(marker: str, text: str) -> bool:
 def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
     """Markers kept out of free text. Free text also spells the start of a call's opener before the grammar knows a
     call began, so markers that overlap an opener are left out (the opener itself is the call)."""
-    begins = [form.begin for form in plan.calls.values()]
+    begins = [form.begin for form in plan.calls.values()] + [opener for opener, _ in plan.wrappers]
     found = [marker for marker in plan.markers if not any(_overlaps(marker, begin) for begin in begins)]
     return found + [text for text in extra if text not in found]
 
@@ -803,7 +853,15 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
         if "calls end the answer: no text after them" in plan.notes:
             raise GrammarError("this template reads text written after a call as part of the call: "
                                'tool_choice="auto" cannot leave the text after calls free')
-        elements.append({"type": "triggered_tags", "triggers": plan.triggers, "tags": _tags(plan, names),
+        tags = _tags(plan, names)
+        for opener, closer in plan.wrappers:
+            group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": _tags(plan, names)}]}
+            if parallel:
+                group = {"type": "plus", "content": group}
+            tags.append({"type": "tag", "begin": opener, "end": closer,
+                         "content": {"type": "sequence", "elements": [group, _ws(0)]}})
+        triggers = plan.triggers + [opener for opener, _ in plan.wrappers]
+        elements.append({"type": "triggered_tags", "triggers": triggers, "tags": tags,
                          "at_least_one": False, "stop_after_first": not parallel, "excludes": _excludes(plan)})
     else:
         elements.append(_ws(0))
