@@ -165,6 +165,15 @@ class FakeTokenizer:
         ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mistral_v3"),
         ("mistralai/Ministral-8B-Instruct-2410", "mistral_v3"),
         ("ai-sage/GigaChat3.5-432B-A28B", "gigachat3.5"),
+        ("deepseek-ai/DeepSeek-V4.1-Flash", "deepseek_v4"),
+        ("ibm-granite/granite-4.1-8b", "granite-4"),
+        ("ibm-granite/granite-4.1-30b", "granite-4"),
+        ("google/gemma-2-9b-it", "gemma-2"),
+        ("microsoft/Phi-3.5-mini-instruct", "phi-3.5"),
+        ("CohereLabs/aya-expanse-8b", "aya-expanse"),
+        ("Salesforce/Llama-xLAM-2-8b-fc-r", "xlam"),
+        ("Salesforce/xLAM-2-32b-fc-r", "xlam"),
+        ("internlm/internlm2_5-7b-chat", "internlm2"),
     ],
 )
 def test_exact_hub_ids(model, name):
