@@ -32,7 +32,7 @@ __all__ = [
 
 VERIFY_OPTION_KEYS = frozenset(
     {"scenarios", "render_kwargs", "tools_always", "reasoning_in_content", "bos_token", "eos_token", "arguments", "cases", "skip_cases", "reasoning_synthesis",
-     "source_edits", "reasoning_key"}
+     "source_edits", "reasoning_key", "tools_shape"}
 )
 _SCENARIO_KEYS = frozenset({"name", "render_kwargs", "reasoning"})
 
@@ -459,6 +459,8 @@ def check_options(options: dict) -> None:
         raise ValueError("verify options: 'reasoning_key' must be a message key name such as 'thinking'")
     if options.get("arguments", "dict") not in ("dict", "json_string"):
         raise ValueError("verify options: 'arguments' must be 'dict' or 'json_string'")
+    if options.get("tools_shape", "wrapped") not in ("wrapped", "function"):
+        raise ValueError("verify options: 'tools_shape' must be 'wrapped' or 'function'")
     edits = options.get("source_edits", [])
     if not isinstance(edits, list):
         raise ValueError("verify options: 'source_edits' must be a list")
@@ -578,10 +580,13 @@ def verify(
             in_content = options.get("reasoning_in_content")
             reasoning_key = options.get("reasoning_key")
             rendered_history = [_for_template(m, arguments, in_content, reasoning_key) for m in history]
+            # Some chat templates read bare function schemas ({"name", "description", "parameters"}), not the
+            # OpenAI {"type": "function", "function": ...} wrappers; the parse still gets the wrapped tools.
+            given = [t["function"] for t in tools] if tools and options.get("tools_shape") == "function" else tools
             try:
-                prompt = render_chat_template(chat_template, rendered_history, tools=tools, add_generation_prompt=True, **kwargs)
+                prompt = render_chat_template(chat_template, rendered_history, tools=given, add_generation_prompt=True, **kwargs)
                 full = render_chat_template(
-                    chat_template, rendered_history + [_for_template(message, arguments, in_content, reasoning_key)], tools=tools, **kwargs
+                    chat_template, rendered_history + [_for_template(message, arguments, in_content, reasoning_key)], tools=given, **kwargs
                 )
             except Exception as e:  # any template error is a finding, reported per case
                 result.ok = False
