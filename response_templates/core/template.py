@@ -13,7 +13,7 @@ import json
 import re
 import warnings
 from dataclasses import dataclass, field as dataclass_field
-from typing import Any
+from typing import Any, Callable
 
 import regex
 
@@ -736,13 +736,24 @@ _BY_CONTENT: dict[str, CompiledTemplate] = {}
 _CACHE_LIMIT = 256
 
 
+# How a str names a template: set by the package root to the shipped library's lookup. The core does not import
+# the library (it sits above the core); without a resolver a name is an error.
+_name_resolver: Callable[[str], dict] | None = None
+
+
+def set_name_resolver(resolver: Callable[[str], dict] | None) -> None:
+    """Make `load_template(name)` look `name` up with `resolver` (which raises KeyError for an unknown name)."""
+    global _name_resolver
+    _name_resolver = resolver
+
+
 def _library_template(name: str) -> dict:
     if name.lstrip().startswith("{"):
         raise TemplateError("response_template is a str holding JSON; pass the dict (json.loads(text)), or a library name")
-    from ..library import get_template  # the package's own data; the core itself needs nothing else
-
+    if _name_resolver is None:
+        raise TemplateError(f"response_template is the str {name!r:.60}, but no template library is available to look it up")
     try:
-        return get_template(name)
+        return _name_resolver(name)
     except KeyError as error:
         raise TemplateError(f"a str response_template is a library template name: {error}") from None
 
