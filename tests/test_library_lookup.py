@@ -179,6 +179,7 @@ def test_a_newer_release_in_another_format_is_not_given_the_older_template():
         ("google/gemma-2-27b-it", "gemma-2"),
         ("Salesforce/Llama-xLAM-2-70b-fc-r", "xlam"),
         ("Salesforce/xLAM-2-3b-fc-r", "xlam"),
+        ("meetkai/functionary-small-v3.2", "functionary-v3.2"),
     ],
 )
 def test_current_releases_resolve_to_the_format_they_write(model, name):
