@@ -11,9 +11,18 @@ Importing it patches transformers' tokenizers (unless RESPONSE_TEMPLATES_DISABLE
 from typing import Any
 
 from ._version import __version__
-from .core.errors import RegexTimeoutError, TemplateError, TransformError, get_regex_timeout, set_regex_timeout
-from .core.parser import ResponseParser, parse_response
-from .core.template import CompiledTemplate, load_template, set_name_resolver
+from .core import (
+    CompiledTemplate,
+    RegexTimeoutError,
+    ResponseParser,
+    TemplateError,
+    TransformError,
+    get_regex_timeout,
+    load_template,
+    parse_response,
+    set_regex_timeout,
+)
+from .core.template import set_name_resolver
 from .integrations import _autopatch
 from .integrations.openai_adapter import OpenAIStreamAdapter, to_openai_message
 from .integrations.transformers_patch import attach, patch, unpatch

@@ -364,7 +364,7 @@ def check_template(
     corpora: str | os.PathLike | None = None,
 ) -> EngineReport:
     """Run ``engine`` on the corpus of library template ``name`` (or on ``template`` / ``cases`` when given)."""
-    from ..core.parser import parse_response
+    from ..core import parse_response
     from ..library import get_template
 
     report = EngineReport(template=name, engine=engine)

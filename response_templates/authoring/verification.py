@@ -31,7 +31,7 @@ __all__ = [
 
 
 def _parse(generation: str, template: Any, prefix: str, tools: list | None) -> dict:
-    from ..core.parser import parse_response
+    from ..core import parse_response
 
     return parse_response(generation, template, prefix=prefix, tools=tools)
 

@@ -258,7 +258,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
-    from ..core.parser import ResponseParser, parse_response
+    from ..core import ResponseParser, parse_response
     from ..core.template import load_template
 
     template = load_template(_resolve_template(args))
@@ -319,7 +319,7 @@ _CUT_OFF = "if the generation was cut off (max tokens), pass --truncated to drop
 
 
 def _parses_when_truncated(text: str, template: Any, prefix: str, tools: Any) -> dict | None:
-    from ..core.parser import parse_response
+    from ..core import parse_response
 
     try:
         return parse_response(text, template, prefix=prefix, tools=tools, truncated=True)

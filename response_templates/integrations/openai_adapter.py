@@ -552,7 +552,7 @@ class OpenAIStreamAdapter:
                 )
             malformed = parser_policy
         else:
-            from ..core.parser import ResponseParser
+            from ..core import ResponseParser
             from ..core.template import load_template
 
             if isinstance(source, str):  # a library template name

@@ -148,7 +148,8 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None, trun
     `malformed=` (our extension) is what to do with a tool call whose text does not parse: "raise" (the default,
     as transformers), "content" (kept as text in `content`) or "drop".
     """
-    from ..core.parser import check_malformed, parse_response as core_parse
+    from ..core import parse_response as core_parse
+    from ..core.message import check_malformed
     from ..core.template import load_template
 
     template = load_template(_resolve_template(self, schema))
@@ -228,7 +229,7 @@ def _parser_class():
     """The ResponseParser subclass `get_response_parser` returns (made on first use: the core loads lazily)."""
     global _PARSER_CLASS
     if _PARSER_CLASS is None:
-        from ..core.parser import ResponseParser
+        from ..core import ResponseParser
 
         class TokenizerResponseParser(ResponseParser):
             """A ResponseParser made by `tokenizer.get_response_parser`: its first `feed` decides whether it takes

@@ -264,7 +264,7 @@ def _classes() -> dict[str, type]:
     FunctionCall, Parser, ReasoningParser, ToolParser = api.FunctionCall, api.Parser, api.ReasoningParser, api.ToolParser
     VLLMValidationError = api.ValidationError or ValueError
 
-    from ..core.parser import ResponseParser, parse_response
+    from ..core import ResponseParser, parse_response
     from ..core.template import load_template
     from .openai_adapter import OpenAIStreamAdapter, to_openai_message
 
