@@ -16,6 +16,7 @@ not grow with what was fed before.
 from __future__ import annotations
 
 import logging
+import reprlib
 import sys
 from time import perf_counter
 from typing import Any
@@ -518,6 +519,7 @@ class ResponseParser:
         still open is dropped instead of parsed, so no call the model did not finish is returned. It ends with a
         `region_discard` event (`reason: "truncated"`, `raw`: its text), never a `region_close`. A close delimiter
         that only matched because the text ends there (`\\Z`, a lookahead) does not close a structured region."""
+        check_truncated(truncated)
         if self._finalized:
             raise RuntimeError("this ResponseParser is already finalized")
         if self._decoder is not None:
@@ -526,7 +528,7 @@ class ResponseParser:
         self._account()
         events: list[dict] = []
         with regex_budget(len(self._buffer) - self._pos):
-            self._run(events if self._record else None, eos=True, truncated=bool(truncated))
+            self._run(events if self._record else None, eos=True, truncated=truncated)
         self._output = finish_message(self.template, self._output)
         self._finalized = True
         self._plain = False
@@ -672,6 +674,13 @@ def check_malformed(policy: Any) -> str:
     if not isinstance(policy, str) or policy not in MALFORMED_POLICIES:
         raise ValueError(f"malformed= must be one of {', '.join(map(repr, MALFORMED_POLICIES))}; got {policy!r}")
     return policy
+
+
+def check_truncated(truncated: Any) -> bool:
+    """Validate a `truncated=` flag: True or False only (a list or a string such as "no" would read as true)."""
+    if not isinstance(truncated, bool):
+        raise TypeError(f"truncated= must be True or False, got {type(truncated).__name__} {reprlib.repr(truncated)}")
+    return truncated
 
 
 def discard_event(name: str, reason: str, raw: str, **extra: Any) -> dict:
@@ -1186,6 +1195,7 @@ def parse_response(
     if prefix is None:
         raise ValueError(PREFIX_REQUIRED)
     check_malformed(malformed)
+    check_truncated(truncated)
     if tokenizer is None and not isinstance(text, str):
         raise TypeError(
             f"parse_response takes text, got {type(text).__name__}; to parse token ids, pass tokenizer= (a fast tokenizer)"
