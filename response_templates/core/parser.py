@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import reprlib
 import sys
+import weakref
 from time import perf_counter
 from typing import Any
 
@@ -138,7 +139,7 @@ class ResponseParser:
             )
         if prefix:
             with regex_budget(len(prefix)):
-                self._buffer = compiled.truncate_prefix(prefix)
+                self._buffer = prompt_tail(compiled, prefix, once_per_template=False)
                 if self._buffer:
                     self._run(self.initial_events if _events else None, eos=False)
         self._counted = self._base + len(self._buffer)
@@ -674,6 +675,41 @@ def check_malformed(policy: Any) -> str:
     if not isinstance(policy, str) or policy not in MALFORMED_POLICIES:
         raise ValueError(f"malformed= must be one of {', '.join(map(repr, MALFORMED_POLICIES))}; got {policy!r}")
     return policy
+
+
+# Compiled templates whose one-shot parses already warned of a prompt without the start anchor: id -> weak reference.
+_WARNED: dict = {}
+
+
+def prompt_tail(compiled: CompiledTemplate, prefix: str, *, once_per_template: bool) -> str:
+    """What follows the last start anchor in the prompt, with a logged warning when the prompt holds none: the whole
+    prompt is then parsed as if the model had written it (a wrong string passed as `prefix`, or prompt and output
+    passed together), which would otherwise go by without a word. A streaming parser warns once (it reads one
+    prompt); one-shot parses warn once per template, not once per message of a batch."""
+    tail = compiled.truncate_prefix(prefix)
+    if len(tail) == len(prefix):  # (a tail is what follows an anchor: as long as the prompt only when none was found)
+        if once_per_template:
+            seen = _WARNED.get(id(compiled))
+            if seen is not None and seen() is compiled:
+                return tail
+            if len(_WARNED) >= 1024:
+                _WARNED.clear()
+            _WARNED[id(compiled)] = weakref.ref(compiled)
+        anchor = compiled.start_anchor
+        named = (
+            "start_anchor " + " / ".join(excerpt(literal) for literal in anchor.literals)
+            if anchor.literals is not None
+            else f"start_anchor_pattern {excerpt(anchor.regex.pattern)}"
+        )
+        logger.warning(
+            "the prefix (%d characters) does not contain the template's %s, so all of it is parsed as the start of "
+            "the response; pass the prompt the model continued from (ending with the anchor), or prefix=\"\" to parse "
+            "the output alone%s",
+            len(prefix),
+            named,
+            " (said once per template for one-shot parses)" if once_per_template else "",
+        )
+    return tail
 
 
 def check_truncated(truncated: Any) -> bool:
@@ -1216,7 +1252,7 @@ def parse_response(
     opened = open_budget(len(text) + len(prefix))  # (`regex_budget`, a little cheaper per short message)
     try:
         if prefix:
-            text = compiled.truncate_prefix(prefix) + text
+            text = prompt_tail(compiled, prefix, once_per_template=True) + text
         return _parse_whole(compiled, text, tool_params, tokenizer is not None, truncated, malformed)
     finally:
         if opened:
