@@ -81,7 +81,7 @@ def test_a_single_item_error_is_not_relabelled(tok):
 
 
 def test_a_batch_error_keeps_a_class_callers_catch(tok):
-    from response_templates.integration import _batch_error
+    from response_templates.integrations.transformers_patch import _batch_error
 
     error = _batch_error(1, 2, json.JSONDecodeError("Expecting value", "{", 1))
     assert isinstance(error, ValueError) and str(error).startswith("batch item 1 (of 2): Expecting value")

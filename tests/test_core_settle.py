@@ -1,4 +1,4 @@
-"""Settling a regex delimiter's match while streaming (core/parser.py `_settle_probe`, `_preferred_twin`, issue 29).
+"""Settling a regex delimiter's match while streaming (core/delimiters.py `_settle_probe`, `_preferred_twin`, issue 29).
 
 A complete match from whose start some way through the pattern also reaches the end of the buffer may still change
 with more text. The parser used to try a few hundred continuations (probes) before committing such a match, about
@@ -13,7 +13,7 @@ import random
 import pytest
 
 from response_templates import ResponseParser, parse_response
-from response_templates.core import parser as parser_module
+from response_templates.core import delimiters as parser_module
 
 from event_helpers import collect, merged  # noqa: E402
 

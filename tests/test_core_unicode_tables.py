@@ -1,4 +1,4 @@
-"""The character tables of the safety analysis (core/unicode_tables.py, scan.py `_members` / `_subset`, issue 29).
+"""The character tables of the safety analysis (core/unicode_tables.py; regex_syntax `charset_members`, `subset`).
 
 Compiling a template lists the members of small character sets. It used to scan every code point (1.1 million)
 for each new set; now sets are listed from their pieces, categories from tables shipped for one `regex` version.
@@ -11,14 +11,14 @@ import re
 import pytest
 import regex
 
-from response_templates.core import scan, unicode_tables
-from response_templates.core.scan import Charset, _charset, _members, _subset, sre_parse
+from response_templates.core import regex_syntax, unicode_tables
+from response_templates.core.regex_syntax import Charset, charset_members, charset_of, sre_parse, subset
 
 UNIVERSE = unicode_tables.universe()
 
 
 def _by_scan(source: str) -> str | None:
-    """What `_members` must return: every code point the class matches, or None past 4096 of them."""
+    """What `charset_members` must return: every code point the class matches, or None past 4096 of them."""
     found = []
     for match in regex.finditer(source, UNIVERSE, regex.DOTALL):
         if len(found) == 4096:
@@ -29,7 +29,7 @@ def _by_scan(source: str) -> str | None:
 
 def _set(pattern: str) -> Charset:
     (op, av), = sre_parse.parse(pattern, re.DOTALL)
-    return _charset(op, av)
+    return charset_of(op, av)
 
 
 CLASSES = [
@@ -73,18 +73,18 @@ def test_a_large_category_has_more_members_than_are_listed(category):
 
 @pytest.mark.parametrize("pattern", CLASSES)
 def test_members_of_a_class_are_what_a_scan_finds(pattern, monkeypatch):
-    monkeypatch.setattr(scan, "_MEMBERS", {})
+    monkeypatch.setattr(regex_syntax, "_MEMBERS", {})
     chars = _set(pattern)
-    assert _members(chars) == _by_scan(chars.source())
+    assert charset_members(chars) == _by_scan(chars.source())
 
 
 @pytest.mark.parametrize("outer", SUBSET_CLASSES)
 @pytest.mark.parametrize("inner", SUBSET_CLASSES)
 def test_subset_is_exact_over_every_code_point(inner, outer, monkeypatch):
-    monkeypatch.setattr(scan, "_SUBSETS", {})
+    monkeypatch.setattr(regex_syntax, "_SUBSETS", {})
     first, second = _set(inner), _set(outer)
     outside = regex.compile(f"(?!{second.source()})(?:{first.source()})", regex.DOTALL)
-    assert _subset(first, second) is (outside.search(UNIVERSE) is None)
+    assert subset(first, second) is (outside.search(UNIVERSE) is None)
 
 
 def test_compiling_a_library_template_does_not_scan_every_code_point(monkeypatch):
@@ -96,12 +96,12 @@ def test_compiling_a_library_template_does_not_scan_every_code_point(monkeypatch
     from response_templates.core.template import _compile
 
     scanned = []
-    monkeypatch.setattr(scan, "_MEMBERS", {})
-    monkeypatch.setattr(scan, "_SUBSETS", {})
-    monkeypatch.setattr(scan, "_UNIVERSE", {})
+    monkeypatch.setattr(regex_syntax, "_MEMBERS", {})
+    monkeypatch.setattr(regex_syntax, "_SUBSETS", {})
+    monkeypatch.setattr(regex_syntax, "_UNIVERSE", {})
     monkeypatch.setattr(unicode_tables, "_FOUND", {})
     monkeypatch.setattr(unicode_tables, "scanned_members", lambda category: scanned.append(category) or "")
     for name in library.list_templates():
         _compile(library.get_template(name))
     assert not scanned
-    assert "rest" not in scan._UNIVERSE  # the code points past the BMP were never needed
+    assert "rest" not in regex_syntax._UNIVERSE  # the code points past the BMP were never needed
