@@ -63,6 +63,8 @@ def _library_entry(name: str) -> dict:
 
 def _list_entries() -> list[dict]:
     library = _library()
+    if hasattr(library, "list_entries"):
+        return library.list_entries()  # metadata only: listing compiles no template
     found = library.list_templates()
     entries = []
     for item in found:
@@ -478,7 +480,9 @@ class _Parser(argparse.ArgumentParser):
         raise CLIError(f"{message} (see `{self.prog} --help`)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; given the `command` about to run, the options of the other commands may be left out when
+    they are costly to build (`infer`'s live with the inference code, which takes a quarter second to import)."""
     parser = _Parser(prog=PROG, description="Parse chat model outputs with response templates.")
     from .._version import __version__
 
@@ -539,9 +543,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder holding the chat templates a library entry lists (default: RESPONSE_TEMPLATES_CHAT_TEMPLATES)",
     )
 
-    from response_templates.authoring.inference import add_infer_parser  # `infer` lives with the inference code
+    if command is None or command == "infer" or command.startswith("-"):
+        from response_templates.authoring.inference import add_infer_parser  # `infer` lives with the inference code
 
-    add_infer_parser(sub)
+        add_infer_parser(sub)
+    else:
+        sub.add_parser("infer", help="infer a response template from a chat template")
     p = sub.add_parser("check", help="measure which serving engines load each template and give the same message")
     p.add_argument("names", nargs="*", metavar="NAME", help="library templates (default: all)")
     p.add_argument("--engine", default="all", choices=["transformers", "transformers-serve", "vllm", "all"],
@@ -561,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] == "push":
             return _cmd_push(argv[1:])
-        parser = build_parser()
+        parser = build_parser(argv[0] if argv else None)
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()
