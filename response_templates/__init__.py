@@ -10,7 +10,7 @@ Importing it patches transformers' tokenizers (unless RESPONSE_TEMPLATES_DISABLE
 
 from typing import Any
 
-from ._version import __version__
+from ._version import __version__ as __version__
 from .core import (
     CompiledTemplate,
     RegexTimeoutError,

@@ -1054,7 +1054,7 @@ def test_a_chat_template_that_writes_the_time_is_inferred(json_tags):
     assert parse_response(output, result.template, prefix=PROMPT) == {
         "role": "assistant", "content": "Checking.", "tool_calls": [_call("get_weather", {"city": "Paris"})]}
     # Outside inference the clock runs as usual.
-    from response_templates.authoring.verification import render_chat_template
+    from response_templates.authoring.rendering import render_chat_template
 
     assert render_chat_template(CLOCK, [{"role": "user", "content": "hi"}]) != render_chat_template(
         CLOCK, [{"role": "user", "content": "hi"}])

@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("jinja2", reason="verify renders chat templates with jinja2")
 
 from response_templates import library
-from response_templates.authoring.verification import render_chat_template, verify, verify_entry
+from response_templates.authoring.rendering import render_chat_template
+from response_templates.authoring.verification import verify, verify_entry
 from response_templates.library.entries import check_options
 
 FOLDER_VARIABLE = "RESPONSE_TEMPLATES_CHAT_TEMPLATES"
