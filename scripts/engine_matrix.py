@@ -52,7 +52,7 @@ def versions(python: str) -> str:
 
 
 def merge(runs: list[list[dict]]):
-    from response_templates.authoring.engines import UNAVAILABLE, CaseResult, EngineReport
+    from response_templates.authoring.engines import UNAVAILABLE, EngineCaseResult, EngineReport
 
     chosen: dict[tuple[str, str], dict] = {}
     for rows in runs:
@@ -64,8 +64,8 @@ def merge(runs: list[list[dict]]):
     for row in chosen.values():
         report = EngineReport(row["template"], row["engine"], available=row["status"] != UNAVAILABLE,
                               loads=row["loads"])
-        report.cases = [CaseResult("", True)] * row["same"]
-        report.cases += [CaseResult(case["name"], False, case["why"]) for case in row["differing_cases"]]
+        report.cases = [EngineCaseResult("", True)] * row["same"]
+        report.cases += [EngineCaseResult(case["name"], False, case["why"]) for case in row["differing_cases"]]
         if row["status"] in (UNAVAILABLE, "rejected"):
             report.error = row["why"]
         reports.append(report)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from .common import CLIError, load_template_source, read_file_text
+from ..authoring.files import read_text
+from .common import CLIError, load_template_source
 
 
 def _chat_template_folder(args: argparse.Namespace) -> str | None:
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         sources = {}
         for path in args.chat_template:
             found = _find_chat_template(path, folder)
-            sources[os.path.basename(path)] = read_file_text(found, "chat template")
+            sources[os.path.basename(path)] = read_text(found, "chat template")
     if sources is not None:
         reports = {}
         for name, source in sources.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..core.errors import TemplateError
+from ..core.errors import LibraryError, TemplateError, UnknownTemplateError
 from ..core.template import load_template
 
 __all__ = [
@@ -90,17 +90,6 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _REQUIRED = {"name", "family", "description", "models", "chat_templates", "supports", "template"}
 _OPTIONAL = {"model_patterns", "same_format", "notes", "verify"}
 _SUPPORTS = ("reasoning", "tool_calls", "parallel_tool_calls")
-
-
-class LibraryError(ValueError):
-    """A library file is malformed; the message names the file and the key."""
-
-
-class UnknownTemplateError(KeyError):
-    """No library template has that name."""
-
-    def __str__(self) -> str:  # KeyError would show the repr of the message
-        return str(self.args[0]) if self.args else ""
 
 
 def entry_error(source: str, key: str, problem: str) -> LibraryError:

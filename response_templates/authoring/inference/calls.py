@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from ...core.errors import InferenceError
 from .markup import python_calls, python_lines, special_token_close, xml_calls
 from .probes import (
     CALL_A,
@@ -23,7 +24,6 @@ from .probes import (
     split_repeat,
     text_tail,
 )
-from .result import InferenceError
 from .turns import Calls, Turn, call_generation
 
 

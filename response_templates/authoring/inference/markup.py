@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from ...core.errors import InferenceError
 from .probes import (
     CALL_A,
     CALL_B,
@@ -22,7 +23,6 @@ from .probes import (
     text_tail,
     user_message,
 )
-from .result import InferenceError
 from .turns import Calls, Reasoning, Turn
 
 # A special token: a marker the tokenizer writes as one piece (<|tool_call_end|>, <｜tool▁call▁end｜>), which a model

@@ -9,8 +9,8 @@ import copy
 import json
 import re
 
+from ...core.errors import InferenceError
 from ..rendering import SAMPLE_TOOLS, common_prefix, generated_part, render_chat_template
-from .result import InferenceError
 
 # Probe values: distinctive, so each is found exactly once in a rendering.
 USER = "USER_PROBE_TEXT"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ...core.errors import InferenceError
 from .probes import (
     CALL_A,
     CALL_B,
@@ -25,7 +26,6 @@ from .probes import (
     tool_history,
     user_message,
 )
-from .result import InferenceError
 
 
 @dataclass
