@@ -23,6 +23,7 @@ def fresh(monkeypatch):
     monkeypatch.setattr(template_module, "_BY_CONTENT", {})
     monkeypatch.setattr(template_module, "_BY_ID", {})
     monkeypatch.setattr(library, "_CHECKED", {})
+    monkeypatch.setattr(library, "_ALONE", {})
     loader = library._entries  # (a test may replace it)
     loader.cache_clear()
     yield compiled

@@ -83,16 +83,16 @@ def list_entries() -> list[dict]:
 
 def get_entry(name: str) -> dict:
     """The whole library entry (metadata and template) named `name`, as a fresh copy; its template validated."""
-    entry = _CHECKED.get(name)
-    if entry is None:
-        entry = _one_entry(name)
+    entry = _one_entry(name)
+    if _CHECKED.get(name) is not entry:
         check_template(entry, _source(name))
         _CHECKED[name] = entry
     return copy.deepcopy(entry)
 
 
-# Entries whose template was validated and compiled (`get_entry`), by name.
+# The entry whose template was validated and compiled (`get_entry`), by name; entries read alone, by name.
 _CHECKED: dict = {}
+_ALONE: dict = {}
 
 
 def _one_entry(name: str) -> dict:
@@ -100,6 +100,8 @@ def _one_entry(name: str) -> dict:
     `get_template`) from its own file alone, the others unread."""
     unread = getattr(_entries, "cache_info", None) is not None and _entries.cache_info().currsize == 0
     if unread and isinstance(name, str) and _NAME.fullmatch(name):
+        if name in _ALONE:
+            return _ALONE[name]
         item = resources.files(__name__) / "templates" / f"{name}.json"
         if item.is_file():
             try:
@@ -107,6 +109,7 @@ def _one_entry(name: str) -> dict:
             except json.JSONDecodeError as e:
                 raise LibraryError(f"{_source(name)}: not valid JSON: {e}") from None
             validate_entry(entry, _source(name), stem=name, compile_template=False)
+            _ALONE[name] = entry
             return entry
     entries = _entries()
     if name not in entries:
