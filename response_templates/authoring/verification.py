@@ -352,10 +352,13 @@ def verify(
             in_content = options.get("reasoning_in_content")
             reasoning_key = options.get("reasoning_key")
             rendered_history = [_for_template(m, arguments, in_content, reasoning_key) for m in history]
+            # Some chat templates read bare function schemas ({"name", "description", "parameters"}), not the
+            # OpenAI {"type": "function", "function": ...} wrappers; the parse still gets the wrapped tools.
+            given = [t["function"] for t in tools] if tools and options.get("tools_shape") == "function" else tools
             try:
-                prompt = render_chat_template(chat_template, rendered_history, tools=tools, add_generation_prompt=True, **kwargs)
+                prompt = render_chat_template(chat_template, rendered_history, tools=given, add_generation_prompt=True, **kwargs)
                 full = render_chat_template(
-                    chat_template, rendered_history + [_for_template(message, arguments, in_content, reasoning_key)], tools=tools, **kwargs
+                    chat_template, rendered_history + [_for_template(message, arguments, in_content, reasoning_key)], tools=given, **kwargs
                 )
             except Exception as e:  # any template error is a finding, reported per case
                 result.ok = False
