@@ -146,7 +146,10 @@ def to_openai_message(message: dict, *, id_factory: Callable[[int], str] | None 
 
 
 def finish_reason_for(has_tool_calls: bool, truncated: bool) -> str:
-    return "tool_calls" if has_tool_calls else "length" if truncated else "stop"
+    """OpenAI's finish_reason: "length" for a generation cut off (as OpenAI reports a token limit, whatever was
+    written: a call cut there was not sent, and the client must be able to tell), else "tool_calls" when the message
+    has a call, else "stop"."""
+    return "length" if truncated else "tool_calls" if has_tool_calls else "stop"
 
 
 def accumulate_chunks(chunks: Iterable[dict]) -> dict:
@@ -604,7 +607,7 @@ class OpenAIStreamAdapter:
 
     def finish(self, truncated: bool = False) -> list[dict]:
         """End the generation; `truncated=True` when it was cut by a token limit. Returns the last chunks, the
-        final one with `finish_reason` ("tool_calls" if the message has a call, else "length" if truncated, else
+        final one with `finish_reason` ("length" if truncated, else "tool_calls" if the message has a call, else
         "stop")."""
         check_truncated(truncated)
         if self._finished:
