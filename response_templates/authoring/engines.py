@@ -296,18 +296,19 @@ def _serve_engine(template: dict, tokenizer_template: dict | None) -> Callable[[
     class _Config:  # parse_assistant_message reads model_type only when the tokenizer has no template
         model_type = "response-templates-check"
 
-    if get_response_template(tokenizer, _Config()) is None:
+    # (the ignores: `_Config` stands in for a PreTrainedConfig, of which only model_type is read)
+    if get_response_template(tokenizer, _Config()) is None:  # type: ignore[arg-type]
         raise ValueError("transformers serve does not see the tokenizer's response_template")
 
     def run(case: dict) -> dict:
         content, reasoning, calls = parse_assistant_message(
             tokenizer,
-            _Config(),
+            _Config(),  # type: ignore[arg-type]
             _encode(tokenizer, case["output"]),
             [_encode(tokenizer, case["prefix"])],  # serve passes the prompt as a [1, N] batch
             tools=case.get("tools"),
         )
-        message = {"content": content, "reasoning_content": reasoning}
+        message: dict[str, Any] = {"content": content, "reasoning_content": reasoning}
         message["tool_calls"] = [{"function": {"name": c.name, "arguments": c.arguments}} for c in calls or ()]
         return _served(message)
 
@@ -385,6 +386,7 @@ def check_template(
             report.error = " ".join(f"{type(error).__name__}: {error}".split())
             return report
         report.loads = True
+        ours: dict | Exception  # the message, or what parsing raised
         for index, case in enumerate(cases):
             case_name = case.get("name") or f"case {index}"
             try:
@@ -441,7 +443,7 @@ def matrix_markdown(reports: Sequence[EngineReport], *, why: bool = True) -> str
         row = [cells[(name, e)].cell() if (name, e) in cells else "" for e in engines]
         lines.append(f"| {name} | " + " | ".join(row) + " |")
     if why:
-        reasons = {}
+        reasons: dict[tuple[str, str], list[str]] = {}  # (engine, why) -> templates
         for r in reports:
             if r.why() and r.status != UNAVAILABLE:
                 reasons.setdefault((r.engine, r.why()), []).append(r.template)

@@ -433,7 +433,7 @@ class ResponseParser:
             else:
                 whole = True
                 if known:
-                    at = max(runs.starts[index] - base, pos)
+                    at = max(runs.starts[index] - base, pos)  # type: ignore[union-attr]  # `known`: runs is not None
                 else:
                     found = back.search(buffer, pos, old_end)
                     at = found.end() if found is not None else pos

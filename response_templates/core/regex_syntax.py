@@ -17,12 +17,13 @@ import regex
 
 from .unicode_tables import LARGE_CATEGORIES, SMALL_CATEGORIES, category_members, universe
 
+# (the ignores: mypy checks against Python 3.10, whose stubs lack these two; at 3.11+ the second pair applies)
 try:  # Python 3.11+
-    from re import _constants as sre_constants
-    from re import _parser as sre_parse
+    from re import _constants as sre_constants  # type: ignore[attr-defined, unused-ignore]
+    from re import _parser as sre_parse  # type: ignore[attr-defined, unused-ignore]
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
+    import sre_constants  # type: ignore[no-redef, unused-ignore]
+    import sre_parse  # type: ignore[no-redef, unused-ignore]
 
 
 _C = sre_constants
@@ -200,7 +201,7 @@ def _literal_runs(items, depth: int = 0) -> list[str]:
             op, av = branch[0]
     if op is not _C.BRANCH:
         return [head]
-    runs = []
+    runs: list[str] = []
     for alternative in av[1]:
         alternative = list(alternative)
         if not alternative or alternative[0][0] is not _C.LITERAL:
@@ -333,8 +334,8 @@ def match_starts(items, loose: bool = False) -> tuple[list, bool]:
         if op is _C.ASSERT_NOT:
             direction, sub = av
             if direction == -1 and not out:
-                chars = single_charset(sub)
-                if chars is not None and chars.parts >= {r"\s", r"\S"}:
+                lone = single_charset(sub)
+                if lone is not None and lone.parts >= {r"\s", r"\S"}:
                     # (?<![\s\S]): no character before, the start of the text
                     return [("begin",)], False
             continue

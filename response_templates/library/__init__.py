@@ -137,6 +137,7 @@ def get_template(name: str) -> dict:
 
 def fingerprints(chat_template: Any) -> set[str]:
     """sha256 hex digests of every chat template a tokenizer carries (one string or named templates)."""
+    sources: list[Any]  # strings once filtered
     if isinstance(chat_template, str):
         sources = [chat_template]
     elif isinstance(chat_template, dict):
@@ -186,6 +187,7 @@ def name_for(model_id_or_tokenizer: Any) -> str | None:
     tokenizer, when its chat template's fingerprint is one the library verified: its files are then
     known to be the same. `guess_for` offers more, marked.
     """
+    model_id: str | None
     if isinstance(model_id_or_tokenizer, str):
         model_id, chat_template = model_id_or_tokenizer, None
     else:
@@ -267,6 +269,7 @@ def guess_for(model_id: str) -> Guess | None:
     owner, _, repo = model_id.partition("/")
     stripped = _VARIANT_SUFFIX.sub("", repo)
     candidates = [f"{owner}/{stripped}"] if stripped != repo else []
+    name: str | None  # entry names, then a lookup's answer
     if owner.lower() in {m.lower() for m in MIRROR_OWNERS}:
         for name, entry in entries.items():
             for listed in entry["models"]:

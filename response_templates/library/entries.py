@@ -57,6 +57,7 @@ def check_options(options: dict) -> None:
         bad = set(scenario) - _SCENARIO_KEYS
         if bad:
             raise ValueError(f"verify options: scenarios[{i}] has unknown keys {sorted(bad)}")
+    key: str | None  # option names, then the value of reasoning_key
     for key, parts in (("reasoning_synthesis", ("prefill", "close")), ("reasoning_in_content", ("open", "close"))):
         value = options.get(key)
         if value is not None and (not isinstance(value, dict) or set(value) != set(parts)
