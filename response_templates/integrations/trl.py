@@ -73,10 +73,9 @@ def _parse_response_keywords() -> set[str]:
 def patch_module(module: Any) -> None:
     """Raise TRL's capability flags that the patched tokenizers satisfy (see the module docstring). Never raises for
     a TRL release shaped differently: unknown shapes are left alone."""
-    from ..integration import is_patched
-
-    if not is_patched() or _STATE.raised:
+    if _STATE.raised:
         return
+    # By feature: the tokenizer class's parse_response (ours once patched; transformers' own, or none, otherwise).
     keywords = _parse_response_keywords()
     raised = [
         flag
