@@ -15,6 +15,7 @@ package unpatched), the reference the issue names.
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -29,7 +30,12 @@ pytest.importorskip("transformers")
 chat_utils = pytest.importorskip(
     "trl.chat_template_utils", reason="TRL is not installed (pip install trl): the TRL integration is not tested here"
 )
-grpo_trainer = pytest.importorskip("trl.trainer.grpo_trainer", reason="TRL's GRPO trainer cannot be imported here")
+try:  # the trainers need more than the helpers (torch, accelerate, datasets, requests)
+    from trl.trainer import grpo_trainer
+except (ImportError, RuntimeError) as _error:  # TRL's lazy modules raise RuntimeError
+    grpo_trainer = None
+    GRPO_MISSING = f"TRL's GRPO trainer cannot be imported here ({_error})"
+needs_grpo = pytest.mark.skipif(grpo_trainer is None, reason=GRPO_MISSING if grpo_trainer is None else "")
 
 from oracle import REFERENCE, transformers_version  # noqa: E402
 from response_templates.integrations import trl as trl_integration  # noqa: E402
@@ -37,6 +43,8 @@ from response_templates.library import name_for  # noqa: E402
 from tokenizer_factory import build_tokenizer_dir, load_tokenizer  # noqa: E402
 
 ON_REFERENCE = (transformers_version() or (0, 0)) >= REFERENCE
+# TRL 1.16 passes the tools to tokenizer.parse_response; TRL 1.8 to 1.15 take no tools (their parse_response has none).
+TRL_TAKES_TOOLS = "tools" in inspect.signature(chat_utils.parse_response).parameters
 
 TOOLS = [
     {
@@ -69,6 +77,7 @@ class Family:
     answer: str  # a plain answer "Shipped."
     damaged: str  # a tool call cut off mid-arguments (a rollout stopped by max_completion_length)
     damaged_message: dict | str  # what TRL returns for it on transformers 5.25 (FALLBACK or a message)
+    xml_values: bool = False  # argument values written as bare text: only the tool's schema tells "75001" from 75001
 
 
 QWEN_XML_CALL = (
@@ -90,6 +99,7 @@ FAMILIES = {
         damaged_message=FALLBACK,  # the unfinished JSON does not parse: TRL keeps the text
     ),
     "qwen3_5_template": Family(
+        xml_values=True,
         tokens=(),
         think=("<think>\n", "\n</think>\n\n"),
         reasoning_key="reasoning_content",
@@ -99,6 +109,7 @@ FAMILIES = {
         damaged_message=CUT_XML_CALL,
     ),
     "nemotron_3_template": Family(
+        xml_values=True,
         tokens=(),
         think=("<think>\n", "\n</think>\n"),
         reasoning_key="reasoning_content",
@@ -108,6 +119,7 @@ FAMILIES = {
         damaged_message=CUT_XML_CALL,
     ),
     "glm4moe_template": Family(
+        xml_values=True,
         tokens=("<|assistant|>", "<|user|>", "<|observation|>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
         think=("<think>", "</think>\n"),
         reasoning_key="reasoning_content",
@@ -252,9 +264,21 @@ def message(family: Family, reasoned: bool, **fields) -> dict:
     return expected
 
 
+def ship_call(family: Family) -> dict:
+    if family.xml_values and not TRL_TAKES_TOOLS:
+        # Without tools= (TRL before 1.16) TRL's xml-style templates guess each value's type with a lenient JSON
+        # parse, on transformers 5.25 as well.
+        return {"type": "function", "function": {"name": "ship", "arguments": {"weight": 3, "zip": 75001}}}
+    return SHIP
+
+
 def trl_parse(tokenizer, ids, prefix, tools=TOOLS):
-    """Parse as TRL's GRPO trainer does (its own binding of trl.chat_template_utils.parse_response)."""
-    return grpo_trainer.parse_response(tokenizer, ids, prefix=prefix, tools=tools)
+    """Parse as TRL's GRPO trainer does (its own binding of trl.chat_template_utils.parse_response, when the trainer
+    can be imported here)."""
+    parse = (grpo_trainer or chat_utils).parse_response
+    if not TRL_TAKES_TOOLS:
+        return parse(tokenizer, ids, prefix=prefix)
+    return parse(tokenizer, ids, prefix=prefix, tools=tools)
 
 
 def reference_parse(tokenizer, ids, prefix, tools=TOOLS):
@@ -283,6 +307,10 @@ def test_trl_is_told_what_the_patched_tokenizers_can_do():
     # On releases before 5.13 (5.15 for tools=) TRL would take the legacy path; our tokenizers take both arguments.
     assert chat_utils._SUPPORTS_RESPONSE_TEMPLATE is True
     assert getattr(chat_utils, "_SUPPORTS_PARSE_RESPONSE_TOOLS", True) is True
+
+
+@needs_grpo
+def test_the_grpo_trainer_uses_the_same_helpers_and_flags():
     assert grpo_trainer._SUPPORTS_RESPONSE_TEMPLATE is True  # the trainer's copy, read for its jmespath check
     assert grpo_trainer.parse_response is chat_utils.parse_response
 
@@ -307,7 +335,7 @@ def test_a_tool_call_rollout_is_a_tool_call(base_dir, chat_template):
     prompt, prefix = prompt_ids(tokenizer)
     text, reasoned = rollout(prompt, family, family.call)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    check(tokenizer, ids, prefix, message(family, reasoned, tool_calls=[SHIP], content=""))
+    check(tokenizer, ids, prefix, message(family, reasoned, tool_calls=[ship_call(family)], content=""))
 
 
 @pytest.mark.parametrize("chat_template", CHAT_TEMPLATES)
@@ -392,7 +420,8 @@ def test_unpatch_gives_trl_its_own_flags_back():
         assert trl_integration.raised_flags() == []
         if "_SUPPORTS_RESPONSE_TEMPLATE" in before:  # releases before 5.13: TRL's own version gate is back
             assert chat_utils._SUPPORTS_RESPONSE_TEMPLATE is False
-            assert grpo_trainer._SUPPORTS_RESPONSE_TEMPLATE is False
+            if grpo_trainer is not None:
+                assert grpo_trainer._SUPPORTS_RESPONSE_TEMPLATE is False
         if "_SUPPORTS_PARSE_RESPONSE_TOOLS" in before and xml_parser is not None:
             assert chat_utils._SUPPORTS_PARSE_RESPONSE_TOOLS is False
             assert xml_parser["name"] == "json"  # TRL's guess of the argument types, without tools=
@@ -439,7 +468,8 @@ def test_trl_user_code_unchanged_gets_the_tool_call(base_dir):
         prefix = tok(prompt, add_special_tokens=False)["input_ids"]
         text = {text!r}
         ids = tok(text, add_special_tokens=False)["input_ids"]
-        print(json.dumps(parse_response(tok, ids, prefix=prefix, tools=tools)))
+        extra = {{"tools": tools}} if {TRL_TAKES_TOOLS!r} else {{}}
+        print(json.dumps(parse_response(tok, ids, prefix=prefix, **extra)))
         """
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RESPONSE_TEMPLATES_DISABLE")}
@@ -451,6 +481,97 @@ def test_trl_user_code_unchanged_gets_the_tool_call(base_dir):
 
     lines = done.stdout.strip().splitlines()
     assert json.loads(lines[-1]) == {
+        "role": "assistant",
+        "reasoning_content": REASONING,
+        "tool_calls": [SHIP],
+        "content": "",
+    }
+
+
+@needs_grpo
+def test_a_grpo_training_step_executes_the_rollouts_tool_call(base_dir, tmp_path, monkeypatch):
+    # TRL's GRPOTrainer end to end: a tiny random model, a rollout_func that returns a Qwen3 tool-calling rollout, one
+    # training step. The trainer parses the rollout with TRL's parse_response, runs the tool with the parsed
+    # arguments, and hands the parsed message to the reward function.
+    version = transformers_version()
+    if version < (5, 0):
+        pytest.skip("TRL's GRPOTrainer refuses tools= on transformers before 5.0 (its own version check)")
+    pytest.importorskip("datasets")
+    torch = pytest.importorskip("torch")
+    from datasets import Dataset
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
+    tokenizer = load_tokenizer(base_dir)
+    tokenizer.chat_template = chat_utils.qwen3_chat_template
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    model = Qwen2ForCausalLM(config)
+
+    calls = []
+
+    def ship(weight: int, zip: str) -> str:  # noqa: A002 (the tool's parameter name)
+        """Ship a parcel.
+
+        Args:
+            weight: the weight in kilograms
+            zip: the postal code
+        """
+        calls.append((weight, zip))
+        return "shipped"
+
+    seen = []
+
+    def reward(completions, **kwargs):
+        seen.extend(completions)
+        return [0.0] * len(completions)
+
+    generated = "<think>\nWeigh it first.\n</think>\n\n" + FAMILIES["qwen3_template"].call
+
+    def rollout_func(prompts, trainer):
+        prompt_ids_list, completion_ids, logprobs = [], [], []
+        for prompt in prompts:
+            text = tokenizer.apply_chat_template(prompt, tools=[ship], add_generation_prompt=True, tokenize=False)
+            prompt_ids_list.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+            ids = tokenizer(generated, add_special_tokens=False)["input_ids"]
+            completion_ids.append(ids)
+            logprobs.append([0.0] * len(ids))
+        return {"prompt_ids": prompt_ids_list, "completion_ids": completion_ids, "logprobs": logprobs}
+
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": "Ship 3 kg to 75001."}]}] * 2)
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=64,
+        max_steps=1,
+        max_tool_calling_iterations=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=dataset,
+        tools=[ship],
+        rollout_func=rollout_func,
+    )
+    trainer.train()
+    assert calls == [(3, "75001"), (3, "75001")]  # the tool ran, with the arguments typed by its signature
+    assert seen and seen[0][0] == {
         "role": "assistant",
         "reasoning_content": REASONING,
         "tool_calls": [SHIP],
