@@ -33,9 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from ..integrations.vllm_plugin import REASONING_FIELDS
+
 __all__ = [
     "ENGINES",
-    "CaseResult",
+    "EngineCaseResult",
     "EngineReport",
     "check",
     "check_template",
@@ -46,7 +48,6 @@ __all__ = [
 ]
 
 ENGINES = ("transformers", "transformers-serve", "vllm")
-REASONING_FIELDS = ("reasoning_content", "thinking")
 
 SAME = "same"
 DIFFERS = "differs"
@@ -55,7 +56,7 @@ UNAVAILABLE = "not installed"
 
 
 @dataclass
-class CaseResult:
+class EngineCaseResult:
     name: str
     same: bool
     why: str = ""
@@ -68,7 +69,7 @@ class EngineReport:
     available: bool = True
     loads: bool = False
     error: str = ""  # why the engine is missing, or why it refused the template
-    cases: list[CaseResult] = field(default_factory=list)
+    cases: list[EngineCaseResult] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -400,10 +401,10 @@ def check_template(
                     f"engine raised {type(theirs).__name__}: {theirs}" if isinstance(theirs, Exception)
                     else f"ours raised {type(ours).__name__}: {ours}"
                 )
-                report.cases.append(CaseResult(case_name, same, " ".join(why.split())[:300]))
+                report.cases.append(EngineCaseResult(case_name, same, " ".join(why.split())[:300]))
                 continue
             same = ours == theirs
-            report.cases.append(CaseResult(case_name, same, "" if same else _difference(ours, theirs)))
+            report.cases.append(EngineCaseResult(case_name, same, "" if same else _difference(ours, theirs)))
     return report
 
 

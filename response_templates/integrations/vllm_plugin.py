@@ -48,10 +48,12 @@ import copy
 import functools
 from typing import Any, Sequence
 
+from ..core.message import MALFORMED_POLICIES
+
 NAME = "response_templates"
 MALFORMED_ENV = "RESPONSE_TEMPLATES_MALFORMED"
-_POLICIES = ("raise", "content", "drop")
-_REASONING_FIELDS = ("reasoning_content", "thinking")
+# The message keys engines read reasoning from: our name and the one vLLM and SGLang use.
+REASONING_FIELDS = ("reasoning_content", "thinking")
 
 __all__ = ["MALFORMED_ENV", "NAME", "host_unavailable", "malformed_policy", "register", "resolve_template"]
 
@@ -62,10 +64,10 @@ def malformed_policy() -> str:
     import os
 
     value = os.environ.get(MALFORMED_ENV, "").strip().lower() or "raise"
-    if value not in _POLICIES:
+    if value not in MALFORMED_POLICIES:
         raise ValueError(
             f"{MALFORMED_ENV}={os.environ[MALFORMED_ENV]!r}: the vLLM plugin of response-templates takes "
-            f"{', '.join(_POLICIES)} (what to do with a tool call whose text does not parse)"
+            f"{', '.join(MALFORMED_POLICIES)} (what to do with a tool call whose text does not parse)"
         )
     return value
 
@@ -293,7 +295,7 @@ def _classes() -> dict[str, type]:
 
         def extract_reasoning(self, model_output, request):
             message = parse_response(model_output, self.response_template, prefix="")
-            reasoning = next((message[k] for k in _REASONING_FIELDS if message.get(k) is not None), None)
+            reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
             return reasoning, message.get("content")
 
         def extract_reasoning_streaming(self, *args, **kwargs):
@@ -417,7 +419,7 @@ def _classes() -> dict[str, type]:
             openai = to_openai_message(message, id_factory=self._new_id)
             reasoning = openai.get("reasoning_content")
             if reasoning is None:
-                reasoning = next((message[k] for k in _REASONING_FIELDS if message.get(k) is not None), None)
+                reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
             if self._reasoning_parser is None and reasoning:
                 reasoning = None  # only parsed when asked for
             calls = None
@@ -540,7 +542,7 @@ def _classes() -> dict[str, type]:
     def _reasoning_closed(template: dict, tokenizer: Any, input_ids: Sequence[int]) -> bool:
         """Whether the reasoning is over at the end of `input_ids` (a prompt): no reasoning field is open there."""
         fields = template.get("fields") or {}
-        if not any(k in fields for k in _REASONING_FIELDS):
+        if not any(k in fields for k in REASONING_FIELDS):
             return True
         try:
             parser = ResponseParser(template, _decode(tokenizer, list(input_ids)))
@@ -552,7 +554,7 @@ def _classes() -> dict[str, type]:
                 open_field = event.get("field")
             elif event["type"] == "region_close":
                 open_field = None
-        return open_field not in _REASONING_FIELDS
+        return open_field not in REASONING_FIELDS
 
     return {
         "reasoning": ResponseTemplatesReasoningParser,
