@@ -203,7 +203,7 @@ def _legacy_parser(tokenizer: Any, schema: Any, prefix: Any) -> Any:
     parser for that format (5.0 to 5.14), else None.
 
     The call is a legacy one when `schema` is a legacy schema, or when no schema is passed, the tokenizer has a
-    `response_schema` but no `response_template`, and no `prefix=` is given (what TRL before 1.10, and TRL on
+    `response_schema` but no `response_template`, and no `prefix=` is given (what TRL before 1.8, and TRL on
     these releases without this package, do). The release parses it exactly as it would without this package."""
     if schema is not None:
         legacy_call = _is_legacy_schema(schema)
@@ -216,9 +216,10 @@ def _legacy_parser(tokenizer: Any, schema: Any, prefix: Any) -> Any:
     if not legacy_call:
         return None
     base = sys.modules.get("transformers.tokenization_utils_base")
-    if getattr(base, "recursive_parse", None) is None:
+    tokenizer_class = getattr(base, "PreTrainedTokenizerBase", None)
+    if getattr(base, "recursive_parse", None) is None or not isinstance(tokenizer_class, type):
         return None  # this release has no legacy parser (before 5.0, or 5.15 and later)
-    original = _ORIGINALS.get((getattr(base, "PreTrainedTokenizerBase", None), "parse_response"), _MISSING)
+    original = _ORIGINALS.get((tokenizer_class, "parse_response"), _MISSING)
     if original is _MISSING or original is None:
         return None
     if prefix is not None:
