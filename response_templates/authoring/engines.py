@@ -4,8 +4,8 @@
     response-templates check --engine vllm --all-templates
 
 For each template and engine the check loads the template the way the engine does and parses every case of the
-template's corpus (``tests/data/corpora/<name>.json`` in a checkout) through the engine's own code, then compares
-the result with this package's ``parse_response`` on the same input:
+template's corpus (``<name>.json`` of the corpora installed with the package, see library/corpora.py) through the
+engine's own code, then compares the result with this package's ``parse_response`` on the same input:
 
 - ``transformers``: ``transformers.utils.chat_parsing.parse_response`` (transformers 5.20 and later), compared
   message for message.
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..integrations.vllm_plugin import REASONING_FIELDS
+from ..library import corpora
 
 __all__ = [
     "ENGINES",
@@ -125,22 +126,23 @@ def thinking_form(template: dict) -> dict:
 
 
 def corpora_dir(explicit: str | os.PathLike | None = None) -> Path:
-    """The folder of template corpora: ``explicit``, else $RESPONSE_TEMPLATES_CORPORA, else ``tests/data/corpora``
-    under the current directory or next to this package (a checkout). Raises FileNotFoundError naming the places."""
+    """The folder of template corpora: ``explicit``, else $RESPONSE_TEMPLATES_CORPORA, else the corpora installed with
+    the package (a wheel ships them; a checkout has them in tests/data/corpora). Raises FileNotFoundError naming the
+    places looked in."""
     candidates = []
     if explicit:
         candidates.append(Path(explicit))
     elif os.environ.get("RESPONSE_TEMPLATES_CORPORA"):
         candidates.append(Path(os.environ["RESPONSE_TEMPLATES_CORPORA"]))
     else:
-        candidates.append(Path.cwd() / "tests" / "data" / "corpora")
-        candidates.append(Path(__file__).resolve().parent.parent / "tests" / "data" / "corpora")
+        candidates += [corpora.PACKAGED, corpora.CHECKOUT]
     for candidate in candidates:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(
-        "no template corpora found (looked in " + ", ".join(str(c) for c in candidates) + "); run from a checkout "
-        "of response-templates, or give --corpora DIR (or set RESPONSE_TEMPLATES_CORPORA)"
+        "no template corpora found (looked in " + ", ".join(str(c) for c in candidates) + "); an installed wheel "
+        "ships them in response_templates/library/corpora: reinstall it, or give --corpora DIR (or set "
+        "RESPONSE_TEMPLATES_CORPORA) to a folder of <template>.json corpora such as tests/data/corpora of a checkout"
     )
 
 

@@ -52,6 +52,8 @@ def library_entry(name: str) -> dict:
 
 def list_entries() -> list[dict]:
     library = library_module()
+    if hasattr(library, "list_entries"):
+        return library.list_entries()  # metadata only: listing compiles no template
     found = library.list_templates()
     entries = []
     for item in found:

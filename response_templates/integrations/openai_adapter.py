@@ -60,6 +60,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from ..core.message import check_truncated
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["OpenAIStreamAdapter", "to_openai_message", "accumulate_chunks", "finish_reason_for"]
@@ -604,6 +606,7 @@ class OpenAIStreamAdapter:
         """End the generation; `truncated=True` when it was cut by a token limit. Returns the last chunks, the
         final one with `finish_reason` ("tool_calls" if the message has a call, else "length" if truncated, else
         "stop")."""
+        check_truncated(truncated)
         if self._finished:
             raise RuntimeError("OpenAIStreamAdapter.finish called twice")
         deltas = self._start()
@@ -632,6 +635,7 @@ class OpenAIStreamAdapter:
 
     def stream(self, pieces: Iterable[Any], truncated: bool = False) -> Iterable[dict]:
         """All chunks for a whole generation given as an iterable of pieces."""
+        check_truncated(truncated)
         for piece in pieces:
             yield from self.feed(piece)
         yield from self.finish(truncated=truncated)

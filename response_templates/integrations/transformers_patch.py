@@ -146,7 +146,7 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None, trun
     as transformers), "content" (kept as text in `content`) or "drop".
     """
     from ..core import parse_response as core_parse
-    from ..core.message import PREFIX_REQUIRED, check_malformed
+    from ..core.message import PREFIX_REQUIRED, check_malformed, check_truncated
     from ..core.template import load_template
 
     legacy = _legacy_parser(self, schema, prefix)
@@ -161,6 +161,7 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None, trun
     if prefix is None:
         raise ValueError(PREFIX_REQUIRED)
     check_malformed(malformed)
+    check_truncated(truncated)
 
     responses, batched, are_ids = _sequences(response, "response")
     tokenizer = None
@@ -184,13 +185,33 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None, trun
             "response) or exactly one prefix per response"
         )
 
-    messages = [
-        core_parse(
-            item, template, prefix=item_prefix, tools=tools, tokenizer=tokenizer, truncated=truncated, malformed=malformed
-        )
-        for item, item_prefix in zip(responses, prefixes)
-    ]
+    messages = []
+    for index, (item, item_prefix) in enumerate(zip(responses, prefixes)):
+        try:
+            messages.append(
+                core_parse(
+                    item, template, prefix=item_prefix, tools=tools, tokenizer=tokenizer, truncated=truncated,
+                    malformed=malformed,
+                )
+            )
+        except (ValueError, TypeError) as error:
+            if not batched:
+                raise
+            raise _batch_error(index, len(responses), error) from error
     return messages if batched else messages[0]
+
+
+def _batch_error(index: int, size: int, error: Exception) -> Exception:
+    """`error` raised by one item of a batch, its message led by the item's index; of the same class when that class
+    takes a message alone (else ValueError or TypeError), so `except` clauses still catch it."""
+    message = f"batch item {index} (of {size}): {error}"
+    try:
+        named = type(error)(message)
+        if str(named) == message:
+            return named
+    except Exception:  # a class whose constructor wants more than a message (json.JSONDecodeError)
+        pass
+    return ValueError(message) if isinstance(error, ValueError) else TypeError(message)
 
 
 def _is_legacy_schema(schema: Any) -> bool:
@@ -331,8 +352,10 @@ def _processor_parse_response(
     tokenizer = getattr(self, "tokenizer", None)
     if tokenizer is None:
         raise ValueError(f"{type(self).__name__} has no tokenizer, so it cannot parse responses")
+    from ..core.message import check_truncated
+
     extra = {}
-    if truncated:
+    if check_truncated(truncated):
         extra["truncated"] = True
     if malformed != "raise":
         extra["malformed"] = malformed
