@@ -565,6 +565,20 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     return elements, write
 
 
+def _content_keys(function: Any) -> tuple | None:
+    """("name", "args") for a transform function {"name": "{content.name}", "arguments": "{content.args}"}."""
+    if not isinstance(function, dict) or set(function) != {"name", "arguments"}:
+        return None
+    found = []
+    for field_name in ("name", "arguments"):
+        value = function[field_name]
+        match = _re.fullmatch(r"\{content\.([A-Za-z_]\w*)\}", value) if isinstance(value, str) else None
+        if match is None:
+            return None
+        found.append(match.group(1))
+    return tuple(found) if found[0] != found[1] else None
+
+
 def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> _CallForm:
     opener = _strip_ws(_skeleton(_delimiter_spec(field_spec, "open", "open_pattern"), "open"), leading=True)
     closer = _strip_ws(_skeleton(_delimiter_spec(field_spec, "close", "close_pattern"), "close"), leading=False)
@@ -574,7 +588,9 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
     if field_spec.get("transform_each"):
         raise _Dead("a region holding a list of calls (transform_each) is not supported yet")
     function = transform.get("function") if isinstance(transform, dict) else None
-    whole = function == "{content}"
+    # the whole call as one JSON object: {"name": ..., "arguments": ...}, or other keys read by "{content.KEY}"
+    keys = ("name", "arguments") if function == "{content}" else _content_keys(function)
+    whole = keys is not None
     if whole:
         if has_name:
             raise _Dead("the opener names the tool but the transform reads the name from the content")
@@ -596,13 +612,13 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
         args = field_spec.get("content_args") or {}
         schema = parameters
         if whole:
-            schema = {"type": "object", "properties": {"name": {"const": name}, "arguments": parameters},
-                      "required": ["name", "arguments"], "additionalProperties": False}
+            schema = {"type": "object", "properties": {keys[0]: {"const": name}, keys[1]: parameters},
+                      "required": list(keys), "additionalProperties": False}
         body, style = _json_body(schema, args, markers)
         body_elements = [_ws(0), body, _ws(0)]
 
         def write_body(arguments: dict) -> str:
-            value = {"name": name, "arguments": arguments} if whole else arguments
+            value = {keys[0]: name, keys[1]: arguments} if keys else arguments
             return _write_json(value, style)
     elif content == "xml-inline":
         if whole:
