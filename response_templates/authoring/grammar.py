@@ -25,18 +25,12 @@ xgrammar itself is not imported here: the result is plain JSON.
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import re as _re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-try:  # Python 3.11+
-    from re import _constants as _sre  # type: ignore[attr-defined]
-    from re import _parser as _sre_parse  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sre  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
 
 import regex
 
@@ -45,6 +39,17 @@ from ..core.parse_whole import parse_response
 from ..core.template import CompiledTemplate, load_template
 
 __all__ = ["GrammarError", "explain", "structural_tag"]
+
+
+def _regex_internals() -> tuple:
+    """Python's own regex parser (its module names changed in 3.11)."""
+    try:
+        return importlib.import_module("re._parser"), importlib.import_module("re._constants")
+    except ImportError:  # pragma: no cover - Python 3.10
+        return importlib.import_module("sre_parse"), importlib.import_module("sre_constants")
+
+
+_sre_parse, _sre = _regex_internals()
 
 
 class GrammarError(TemplateError):
@@ -611,7 +616,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
     if content == "json":
         args = field_spec.get("content_args") or {}
         schema = parameters
-        if whole:
+        if keys is not None:
             schema = {"type": "object", "properties": {keys[0]: {"const": name}, keys[1]: parameters},
                       "required": list(keys), "additionalProperties": False}
         body, style = _json_body(schema, args, markers)
