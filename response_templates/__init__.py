@@ -50,6 +50,7 @@ __all__ = [
     "parse_response",
     "patch",
     "set_regex_timeout",
+    "structural_tag",
     "template_for",
     "to_openai_message",
     "unpatch",
@@ -88,6 +89,8 @@ _LAZY_FROM = {
     "VerifyReport": "authoring.verification",
     "infer_template": "authoring.inference",
     "InferredTemplate": "authoring.inference",
+    "structural_tag": "authoring.grammar",
+    "GrammarError": "authoring.grammar",
 }
 
 

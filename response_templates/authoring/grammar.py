@@ -1,0 +1,940 @@
+"""Constrained decoding from a response template: xgrammar structural tags that force tool calls.
+
+`structural_tag(template, tools, tool_choice=...)` returns the JSON form of an xgrammar structural tag (what
+vLLM's `structured_outputs`, SGLang's `response_format` and `xgrammar.Grammar.from_structural_tag` accept). The
+template already says how a call opens, how its body is written and how it closes; the compiler reads one
+canonical writing of each out of the template's patterns:
+
+- delimiter patterns are walked (Python's own regex parser) taking the first alternative that spells literal
+  text, skipping optional parts and lookarounds, and keeping `\\s*` as optional whitespace;
+- a call's body is the tool's JSON schema written in the region's syntax: JSON (the whole `{"name", "arguments"}`
+  object, or the arguments after a name the opener spells), or xml-inline parameters (one tag per property,
+  string values as raw text up to the tag's end, other values as JSON);
+- reasoning and content stay free text, kept free of the template's markers so that they cannot open, close or
+  swallow a call.
+
+Every grammar is checked before it is returned: calls written in the canonical form (one and two calls, text
+before and after, after the reasoning) are parsed with our own parser and must give exactly the calls meant. A
+template the compiler cannot express raises `GrammarError` naming the reason; it never returns a grammar whose
+strings parse to other calls. The property test (tests/test_grammar.py) walks each grammar at random with
+xgrammar's matcher and parses what it admits.
+
+xgrammar itself is not imported here: the result is plain JSON.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import re as _re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+from ..core.errors import TemplateError
+from ..core.parse_whole import parse_response
+from ..core.template import CompiledTemplate, load_template
+
+__all__ = ["GrammarError", "explain", "structural_tag"]
+
+
+def _regex_internals() -> tuple:
+    """Python's own regex parser (its module names changed in 3.11)."""
+    try:
+        return importlib.import_module("re._parser"), importlib.import_module("re._constants")
+    except ImportError:  # pragma: no cover - Python 3.10
+        return importlib.import_module("sre_parse"), importlib.import_module("sre_constants")
+
+
+_sre_parse, _sre = _regex_internals()
+
+
+class GrammarError(TemplateError):
+    """The compiler cannot express this template (or these options) as a constraint; the message says why."""
+
+
+# Optional whitespace where a pattern has \s*: a few characters at most (models write a newline or a space; an
+# unbounded run would only let a sampler ramble).
+_WS_MAX = 4
+# Characters that make a literal run a marker worth keeping out of free text and argument strings.
+_MARKER_CHARS = set("<>|[]{}`\uff5c")
+
+
+class _Dead(Exception):
+    """This alternative of a pattern cannot be written as canonical text."""
+
+
+@dataclass(frozen=True)
+class _Piece:
+    kind: str  # "lit", "ws" (whitespace, at least `size` characters), "group" (a named group's text)
+    text: str = ""  # the literal, the group's name, or for "ws" the whitespace characters the pattern allows
+    size: int = 0
+    most: int = -1  # for "ws": the most characters the pattern allows there (-1: no bound)
+
+
+@dataclass
+class _CallForm:
+    """How one tool's call is written: `begin` (literal), then `elements` (structural-tag formats), then `end`."""
+
+    tool: str
+    begin: str
+    elements: list
+    end: str
+    write: Callable[[dict], str]  # the canonical text of a call with these arguments
+
+
+@dataclass
+class _Plan:
+    """What the compiler read from the template: enough to build any tool_choice mode."""
+
+    template: CompiledTemplate
+    prefix: str
+    tools: list
+    calls: dict  # tool name -> _CallForm
+    triggers: list
+    markers: list
+    reasoning_open: str | None  # the prompt left the reasoning open: the text that closes it
+    reasoning_tag: tuple | None  # (open, close) when the answer may start with a reasoning block
+    separator: str
+    notes: list = field(default_factory=list)
+    wrappers: list = field(default_factory=list)  # (open, close) markers a group of calls may be written between
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading patterns
+
+
+def _unique_groups(pattern: str) -> str:
+    """Python's parser refuses a group name used twice (the `regex` module allows it): number the copies."""
+    seen: dict = {}
+
+    def rename(match: Any) -> str:
+        name = match.group(1)
+        seen[name] = seen.get(name, 0) + 1
+        return match.group(0) if seen[name] == 1 else f"(?P<{name}__{seen[name]}>"
+
+    return regex.sub(r"\(\?P<([A-Za-z_]\w*)>", rename, pattern)
+
+
+def _parse_pattern(pattern: str) -> tuple:
+    try:
+        parsed = _sre_parse.parse(_unique_groups(pattern))
+    except (_re.error, RecursionError) as error:  # the regex module's syntax beyond Python's (rare in templates)
+        raise _Dead(f"pattern {pattern!r} is beyond Python's regex syntax ({error})") from None
+    names = {number: name.rsplit("__", 1)[0] for name, number in parsed.state.groupdict.items()}
+    return parsed, names
+
+
+def _space_chars(items: Any) -> str:
+    """For a one-character class of whitespace only (\\s, [ \\t], \\n): its characters; else ""."""
+    items = list(items)
+    if len(items) != 1:
+        return ""
+    op, av = items[0]
+    if op is _sre.LITERAL:
+        return chr(av) if chr(av).isspace() else ""
+    if op is _sre.IN:
+        chars = ""
+        for kind, value in av:
+            if kind is _sre.LITERAL and chr(value).isspace():
+                chars += chr(value)
+            elif kind is _sre.CATEGORY and value is _sre.CATEGORY_SPACE:
+                chars += " \t\r\n"
+            else:
+                return ""
+        return "".join(sorted(set(chars)))
+    return ""
+
+
+def _is_anything(items: Any) -> bool:
+    """`.` or `[\\s\\S]`: a repeat of it eats the rest of the text."""
+    items = list(items)
+    if len(items) != 1:
+        return False
+    op, av = items[0]
+    if op is _sre.ANY:
+        return True
+    if op is _sre.IN:
+        categories = {value for kind, value in av if kind is _sre.CATEGORY}
+        return {_sre.CATEGORY_SPACE, _sre.CATEGORY_NOT_SPACE} <= categories
+    return False
+
+
+def _walk(items: Any, names: dict, out: list) -> None:
+    for op, av in items:
+        if op is _sre.LITERAL:
+            out.append(_Piece("lit", chr(av)))
+        elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
+            continue
+        elif op is _sre.AT:
+            if av in (_sre.AT_END, _sre.AT_END_STRING):
+                raise _Dead("matches only at the end of the text")
+        elif op is _sre.SUBPATTERN:
+            group, _, _, body = av
+            name = names.get(group)
+            if name is not None:
+                out.append(_Piece("group", name))
+            else:
+                _walk(body, names, out)
+        elif op is _sre.BRANCH:
+            reasons = []
+            for alternative in av[1]:
+                attempt: list = []
+                try:
+                    _walk(alternative, names, attempt)
+                except _Dead as dead:
+                    reasons.append(str(dead))
+                    continue
+                out.extend(attempt)
+                break
+            else:
+                raise _Dead("; ".join(reasons))
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
+            low, high, body = av
+            if _space_chars(body):
+                out.append(_Piece("ws", _space_chars(body), size=low, most=-1 if high is _sre.MAXREPEAT else high))
+            elif _is_anything(body):
+                raise _Dead("eats the rest of the text")
+            elif low:
+                for _ in range(low):
+                    _walk(body, names, out)
+            # else: an optional part, left out of the canonical writing
+        elif op is _sre.GROUPREF_EXISTS:
+            _group, _yes, no = av
+            if no:  # the optional groups were left out, so the "no" branch is the one taken
+                _walk(no, names, out)
+        elif op is _sre.IN and _space_chars([(op, av)]):
+            out.append(_Piece("ws", _space_chars([(op, av)]), size=1, most=1))
+        else:
+            raise _Dead(f"needs a character the compiler cannot choose ({op})")
+
+
+def _merge(pieces: list) -> list:
+    merged: list = []
+    for piece in pieces:
+        if merged and piece.kind == merged[-1].kind == "lit":
+            merged[-1] = _Piece("lit", merged[-1].text + piece.text)
+        elif merged and piece.kind == merged[-1].kind == "ws" and piece.text == merged[-1].text:
+            most = -1 if -1 in (piece.most, merged[-1].most) else piece.most + merged[-1].most
+            merged[-1] = _Piece("ws", piece.text, size=merged[-1].size + piece.size, most=most)
+        else:
+            merged.append(piece)
+    return merged
+
+
+def _skeleton(delimiter: Any, what: str) -> list:
+    """The canonical writing of a field's open or close delimiter (its spec: a literal, a list or a pattern)."""
+    return _skeletons(delimiter, what)[0]
+
+
+def _skeletons(delimiter: Any, what: str) -> list:
+    """Every top-level alternative of a delimiter that can be written, in the template's order."""
+    if delimiter is None:
+        raise _Dead(f"{what}: none")
+    if isinstance(delimiter, list):
+        return [[_Piece("lit", text)] for text in delimiter]
+    if isinstance(delimiter, str) and not delimiter.startswith("\0pattern:"):
+        return [[_Piece("lit", delimiter)]]
+    pattern = delimiter[len("\0pattern:"):]
+    parsed, names = _parse_pattern(pattern)
+    items = list(parsed)
+    alternatives = [items]
+    if len(items) == 1 and items[0][0] is _sre.BRANCH:
+        alternatives = items[0][1][1]
+    reasons, found = [], []
+    for alternative in alternatives:
+        out: list = []
+        try:
+            _walk(alternative, names, out)
+        except _Dead as dead:
+            reasons.append(str(dead))
+            continue
+        if any(piece.kind == "lit" for piece in out):
+            found.append(_merge(out))
+        else:
+            reasons.append("spells no literal text")
+    if found:
+        return found
+    raise _Dead(f"{what} {pattern!r}: no alternative can be written ({'; '.join(reasons)})")
+
+
+def _delimiter_spec(spec: dict, literal_key: str, pattern_key: str) -> Any:
+    if spec.get(pattern_key) is not None:
+        return "\0pattern:" + spec[pattern_key]
+    return spec.get(literal_key)
+
+
+def _literal_runs(pattern: str) -> list:
+    """Every maximal run of literal text anywhere in the pattern (all alternatives). Optional whitespace and
+    lookarounds do not break a run: `(?<=\\})\\s*\\]` spells `}]`, text that closes a region wherever it is."""
+    try:
+        parsed, _ = _parse_pattern(pattern)
+    except _Dead:
+        return []
+    runs: list = []
+
+    # `active`: the runs still growing; optional whitespace keeps each of them and starts a new one beside them,
+    # since the parser matches the text with or without it (`}\\s*</tool_call>`: `}</tool_call>` and `</tool_call>`)
+    def visit(items: Any, active: list) -> list:
+        for op, av in items:
+            if op is _sre.LITERAL:
+                active = [run + chr(av) for run in active]
+                continue
+            if op is _sre.ASSERT:
+                active = visit(av[1], active)
+                continue
+            if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and av[0] == 0 and _space_chars(av[2]):
+                runs.extend(active)
+                active = active + [""]
+                continue
+            if op is _sre.AT:
+                continue
+            runs.extend(active)
+            active = [""]
+            if op is _sre.SUBPATTERN:
+                runs.extend(visit(av[3], [""]))
+            elif op is _sre.BRANCH:
+                for alternative in av[1]:
+                    runs.extend(visit(alternative, [""]))
+            elif op is _sre.ASSERT_NOT:
+                runs.extend(visit(av[1], [""]))
+            elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
+                runs.extend(visit(av[2], [""]))
+            elif op is _sre.GROUPREF_EXISTS:
+                runs.extend(visit(av[1], [""]))
+                if av[2]:
+                    runs.extend(visit(av[2], [""]))
+        return active
+
+    runs.extend(visit(list(parsed), [""]))
+    return [run for run in runs if run]
+
+
+def _markers(source: dict) -> list:
+    """The template's marker texts (`<tool_call>`, `<|im_end|>`, `</think>`...): kept out of free text and
+    argument strings so that they can neither open, close nor end anything the grammar did not mean."""
+    texts: list = []
+    anchor = source.get("start_anchor_pattern")
+    if anchor:
+        texts += _literal_runs(anchor)
+    elif source.get("start_anchor"):
+        texts.append(source["start_anchor"])
+    for spec in source.get("fields", {}).values():
+        for key in ("open", "close"):
+            value = spec.get(key)
+            texts += value if isinstance(value, list) else ([value] if value else [])
+        for key in ("open_pattern", "close_pattern"):
+            if spec.get(key):
+                texts += _literal_runs(spec[key])
+        tag_pattern = (spec.get("content_args") or {}).get("tag_pattern")
+        if tag_pattern:
+            texts += _literal_runs(tag_pattern)
+        for pair in (spec.get("content_args") or {}).get("string_delims") or []:
+            texts += list(pair)
+    markers = []
+    for text in texts:
+        text = text.strip()
+        if len(text) >= 2 and any(char in _MARKER_CHARS or ord(char) > 127 for char in text) and text not in markers:
+            markers.append(text)
+    return markers
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Formats
+
+
+def _const(text: str) -> dict:
+    return {"type": "const_string", "value": text}
+
+
+def _ws(size: int, chars: str = " \t\r\n", most: int = -1) -> dict:
+    escaped = chars.replace("\t", "\\t").replace("\r", "\\r").replace("\n", "\\n")
+    upper = _WS_MAX if most < 0 else min(most, _WS_MAX)
+    return {"type": "regex", "pattern": f"[{escaped}]{{{size},{max(size, upper)}}}"}
+
+
+def _free_text(excludes: list) -> dict:
+    return {"type": "any_text", "excludes": list(excludes)}
+
+
+def _split(pieces: list, name: str | None) -> tuple:
+    """Pieces -> (leading literal text, the rest as formats, the canonical text). A `name` group reads `name`."""
+    lead, formats, text = "", [], ""
+    leading = True
+    for piece in pieces:
+        if piece.kind == "group":
+            if piece.text != "name" or name is None:
+                raise _Dead(f"has a group {piece.text!r} the compiler cannot fill")
+            piece = _Piece("lit", name)
+        if piece.kind == "lit":
+            text += piece.text
+            if leading:
+                lead += piece.text
+            else:
+                formats.append(_const(piece.text))
+        else:
+            leading = False
+            formats.append(_ws(piece.size, piece.text, piece.most))
+            text += _space(piece.text) * piece.size
+    return lead, formats, text
+
+
+def _space(chars: str) -> str:
+    """The whitespace character written where a pattern requires some: a space when it may, else a newline."""
+    return " " if " " in chars else "\n" if "\n" in chars else chars[0]
+
+
+def _strip_ws(pieces: list, leading: bool) -> list:
+    pieces = list(pieces)
+    while pieces and pieces[0 if leading else -1].kind == "ws" and pieces[0 if leading else -1].size == 0:
+        pieces.pop(0 if leading else -1)
+    return pieces
+
+
+def _sample(schema: Any, depth: int = 0) -> Any:
+    """A value valid for a (simple) JSON schema, for the compiler's self-check."""
+    if not isinstance(schema, dict):
+        return "x"
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return _sample(schema[key][0], depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = kind[0] if kind else None
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties") or {}
+        return {key: _sample(value, depth + 1) for key, value in properties.items()} if depth < 4 else {}
+    if kind == "array":
+        return [_sample(schema.get("items"), depth + 1)] if depth < 4 else []
+    simple: dict = {"integer": 3, "number": 2.5, "boolean": True, "null": None}
+    return simple.get(kind, "Paris, 'FR' \"x\"") if isinstance(kind, str) else "Paris, 'FR' \"x\""
+
+
+def _tool_list(tools: Any) -> list:
+    """[(name, parameters schema)] from OpenAI-style or bare function schemas."""
+    out = []
+    for index, tool in enumerate(tools or []):
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise GrammarError(f"tools[{index}] is not a function schema with a name")
+        parameters = function.get("parameters")
+        if not isinstance(parameters, dict):
+            parameters = {"type": "object", "properties": {}}
+        out.append((function["name"], parameters))
+    return out
+
+
+# JSON numbers past a float's range (`7e639`) read as infinity, which no parser keeps as a number: numbers get
+# bounds (xgrammar then writes them without an exponent) unless the schema sets its own.
+_NUMBER_BOUND = 1e300
+
+
+def _finite_numbers(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_finite_numbers(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _finite_numbers(value) for key, value in schema.items()}
+    kind = schema.get("type")
+    if kind == "number" or (isinstance(kind, list) and "number" in kind):
+        if "minimum" not in out and "exclusiveMinimum" not in out:
+            out["minimum"] = -_NUMBER_BOUND
+        if "maximum" not in out and "exclusiveMaximum" not in out:
+            out["maximum"] = _NUMBER_BOUND
+    return out
+
+
+def _json_body(schema: dict, args: dict, markers: list) -> tuple:
+    """JSON content: the format, and (style) how a value is written."""
+    style = "json"
+    unquoted = bool(args.get("unquoted_keys"))
+    delims = args.get("string_delims")
+    if unquoted or delims:
+        if unquoted and delims and [list(pair) for pair in delims] == [['<|"|>', '<|"|>']]:
+            style = "gemma"
+        else:
+            raise _Dead("JSON with string_delims/unquoted_keys other than Gemma 4's (<|\"|>) is not supported yet")
+    body = {"type": "json_schema", "json_schema": _finite_numbers(schema), "style": style, "excludes": list(markers),
+            "max_whitespace_cnt": _WS_MAX}
+    return body, style
+
+
+def _write_json(value: Any, style: str) -> str:
+    if style == "json":
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):  # gemma: unquoted keys, <|"|> strings
+        return "{" + ",".join(f"{key}:{_write_json(item, style)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_write_json(item, style) for item in value) + "]"
+    if isinstance(value, str):
+        return f'<|"|>{value}<|"|>'
+    return json.dumps(value)
+
+
+def _group_required(pattern: str, group: str) -> bool:
+    """Whether every canonical writing passes through the named group (it is not inside an optional part)."""
+    parsed, names = _parse_pattern(pattern)
+    out: list = []
+    renamed = {number: ("value" if name == group else "_other") for number, name in names.items()}
+    try:
+        _walk(list(parsed), renamed, out)
+    except _Dead:
+        return True
+    return any(p.kind == "group" and p.text == "value" for p in out)
+
+
+def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
+    """xml-inline content: one tag per property, in the schema's order (optional ones may be left out)."""
+    pattern = args.get("tag_pattern")
+    if not pattern:
+        raise _Dead("xml-inline without tag_pattern")
+    parser = args.get("value_parser") or {"name": "text"}
+    if parser.get("name") not in ("text", "json") or (parser.get("args") or {}).get("string_delims"):
+        raise _Dead(f"xml-inline values read by {parser.get('name')!r} are not supported yet")
+    # a json value_parser reads every value as JSON: strings are written quoted
+    json_values = parser.get("name") == "json"
+    pieces = _skeleton("\0pattern:" + pattern, "tag_pattern")
+    by = args.get("value_parser_by")
+    if by:
+        # the canonical writing leaves the selecting group out (it is optional), so value_parser applies
+        _, names = _parse_pattern(pattern)
+        group = by.get("group")
+        if any(p.kind == "group" and p.text == group for p in pieces) or group not in names.values():
+            raise _Dead(f"xml-inline values whose parser is picked by the group {group!r} are not supported yet")
+        if _group_required(pattern, group):
+            raise _Dead(f"the group {group!r} that picks the value parser is not optional")
+    kinds = [piece.text for piece in pieces if piece.kind == "group"]
+    if kinds != ["key", "value"]:
+        raise _Dead(f"tag_pattern {pattern!r}: expected a key group then a value group, found {kinds}")
+    # optional whitespace before the key is left out; after it (`>\\n?` before the value, `\\n?</parameter>` after
+    # it) it is kept where the pattern allows it, as models write it there
+    at_key = next(i for i, p in enumerate(pieces) if p.kind == "group")
+    before = [_Piece("lit", _space(p.text) * p.size) if p.kind == "ws" else p
+              for p in pieces[:at_key] if not (p.kind == "ws" and p.size == 0)]
+    at_value = next(i for i, p in enumerate(pieces) if p.kind == "group" and p.text == "value")
+    between, after = pieces[at_key + 1:at_value], pieces[at_value + 1:]
+    if any(p.kind != "lit" for p in before) or any(p.kind == "group" for p in between):
+        raise _Dead(f"tag_pattern {pattern!r}: the key must follow literal text")
+    lead, between_formats, between_text = _split(between, None) if between else ("", [], "")
+    ahead = [p for p in after if p.kind == "ws"][:1] if after and after[0].kind == "ws" else []
+    rest = after[len(ahead):]
+    if not rest or rest[0].kind != "lit":
+        raise _Dead(f"tag_pattern {pattern!r}: the value must end at literal text")
+    opener = "".join(p.text for p in before), lead
+    closer = ""
+    for piece in rest:  # the tag's end: its literal text, optional whitespace inside it left out
+        if piece.kind == "group":
+            break
+        closer += piece.text if piece.kind == "lit" else _space(piece.text) * piece.size
+    value_ws = [_ws(ahead[0].size, ahead[0].text, ahead[0].most)] if ahead else []
+    properties = parameters.get("properties") or {}
+    required = set(parameters.get("required") or [])
+    elements: list = []
+    for key, schema in properties.items():
+        if not isinstance(key, str) or not key or any(char.isspace() or char in "<>\"=" for char in key):
+            raise _Dead(f"parameter name {key!r} cannot be written in a tag")
+        is_string = isinstance(schema, dict) and schema.get("type") == "string" and not json_values
+        value: dict
+        if is_string and schema.get("enum"):  # the value is one of the strings, written raw
+            value = {"type": "or", "elements": [_const(str(choice)) for choice in schema["enum"]]}
+        elif is_string:
+            value = _free_text([m for m in markers if m != closer])
+        else:
+            value = {"type": "json_schema", "json_schema": _finite_numbers(schema), "excludes": list(markers),
+                     "max_whitespace_cnt": _WS_MAX}
+        # a raw string runs to the tag's end; JSON may be followed by the whitespace the pattern allows there
+        content = between_formats + [value] + ([] if is_string else value_ws)
+        content = content[0] if len(content) == 1 else {"type": "sequence", "elements": content}
+        tag = {"type": "tag", "begin": opener[0] + key + opener[1], "content": content, "end": closer}
+        item = {"type": "sequence", "elements": [_ws(0), tag]}
+        elements.append(item if key in required else {"type": "optional", "content": item})
+
+    def write(arguments: dict) -> str:
+        out = ""
+        for key, schema in properties.items():
+            if key not in arguments:
+                continue
+            value = arguments[key]
+            is_string = isinstance(schema, dict) and schema.get("type") == "string" and not json_values
+            text = value if is_string else json.dumps(value, ensure_ascii=False)
+            out += opener[0] + key + opener[1] + between_text[len(opener[1]):] + text + closer
+        return out
+
+    return elements, write
+
+
+def _content_keys(function: Any) -> tuple | None:
+    """("name", "args") for a transform function {"name": "{content.name}", "arguments": "{content.args}"}."""
+    if not isinstance(function, dict) or set(function) != {"name", "arguments"}:
+        return None
+    found = []
+    for field_name in ("name", "arguments"):
+        value = function[field_name]
+        match = _re.fullmatch(r"\{content\.([A-Za-z_]\w*)\}", value) if isinstance(value, str) else None
+        if match is None:
+            return None
+        found.append(match.group(1))
+    return tuple(found) if found[0] != found[1] else None
+
+
+def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> _CallForm:
+    opener = _strip_ws(_skeleton(_delimiter_spec(field_spec, "open", "open_pattern"), "open"), leading=True)
+    closer = _strip_ws(_skeleton(_delimiter_spec(field_spec, "close", "close_pattern"), "close"), leading=False)
+    has_name = any(p.kind == "group" and p.text == "name" for p in opener)
+    content = field_spec.get("content", "text")
+    transform = field_spec.get("transform")
+    if field_spec.get("transform_each"):
+        raise _Dead("a region holding a list of calls (transform_each) is not supported yet")
+    function = transform.get("function") if isinstance(transform, dict) else None
+    # the whole call as one JSON object: {"name": ..., "arguments": ...}, or other keys read by "{content.KEY}"
+    keys = ("name", "arguments") if function == "{content}" else _content_keys(function)
+    whole = keys is not None
+    if whole:
+        if has_name:
+            raise _Dead("the opener names the tool but the transform reads the name from the content")
+    elif function != {"name": "{name}", "arguments": "{content}"} or not has_name:
+        raise _Dead(f"transform {transform!r}: expected function '{{content}}' or {{name: '{{name}}', "
+                    "arguments: '{content}'}} with the name in the opener")
+    begin, open_formats, open_text = _split(opener, name)
+    if not begin:
+        raise _Dead("the opener does not start with literal text")
+    # the closer's last literal is the tag's end; what comes before it belongs to the content
+    last = max(i for i, p in enumerate(closer) if p.kind == "lit")
+    leading_close, close_formats, close_text = _split(closer[:last], None)
+    close_formats = ([_const(leading_close)] if leading_close else []) + close_formats
+    end = closer[last].text
+    trailing = closer[last + 1:]
+    if any(p.kind != "ws" for p in trailing):
+        raise _Dead("the closer ends with a group")
+    if content == "json":
+        args = field_spec.get("content_args") or {}
+        schema = parameters
+        if keys is not None:
+            schema = {"type": "object", "properties": {keys[0]: {"const": name}, keys[1]: parameters},
+                      "required": list(keys), "additionalProperties": False}
+        body, style = _json_body(schema, args, markers)
+        body_elements = [_ws(0), body, _ws(0)]
+
+        def write_body(arguments: dict) -> str:
+            value = {keys[0]: name, keys[1]: arguments} if keys else arguments
+            return _write_json(value, style)
+    elif content == "xml-inline":
+        if whole:
+            raise _Dead("xml-inline content with the name inside it")
+        body_elements, write_body = _xml_body(parameters, field_spec.get("content_args") or {}, markers)
+        body_elements = body_elements + [_ws(0)]
+    else:
+        raise _Dead(f"content {content!r} in a tool-call region is not supported yet")
+
+    def write(arguments: dict) -> str:
+        return begin + open_text[len(begin):] + write_body(arguments) + close_text + end
+
+    return _CallForm(name, begin, open_formats + body_elements + close_formats, end, write)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Planning and checking
+
+
+def _probe(template: CompiledTemplate, text: str, prefix: str, tools: list | None = None) -> dict | None:
+    try:
+        return parse_response(text, template, prefix=prefix, tools=tools)
+    except ValueError:  # a text the template cannot parse (TemplateError, TransformError...): the probe failed
+        return None
+
+
+def _literal_text(pieces: list) -> str | None:
+    return None if any(p.kind == "group" for p in pieces) else "".join(p.text for p in pieces if p.kind == "lit")
+
+
+def _reasoning(template: CompiledTemplate, prefix: str, markers: list) -> tuple:
+    """(the text closing a reasoning block the prompt left open, or None; (open, close) of a reasoning block the
+    answer may start with, or None), each the first writing of the template's delimiters our parser reads so."""
+    spec = template.source.get("fields", {}).get("reasoning_content")
+    if not spec:
+        return None, None
+    try:
+        written = [_literal_text(p) for p in _skeletons(_delimiter_spec(spec, "close", "close_pattern"), "close")]
+    except _Dead:
+        return None, None
+    closes: list[str] = [text for text in written if text]
+
+    def reads(text: str) -> bool:
+        message = _probe(template, text, prefix)
+        return message is not None and message.get("reasoning_content") == "Thinking." and message.get("content") == "Answer."
+
+    for close in closes:
+        if reads("Thinking." + close + "Answer."):
+            return close, None
+    try:
+        opens = [_literal_text(p) for p in _skeletons(_delimiter_spec(spec, "open", "open_pattern"), "open")]
+    except _Dead:
+        return None, None
+    for opener in opens:
+        for close in closes:
+            if opener and reads(opener + "Thinking." + close + "Answer."):
+                return None, (opener, close)
+    return None, None
+
+
+def _plan(template: Any, tools: Any, prefix: str) -> _Plan:
+    if isinstance(template, str):
+        from ..library import get_template
+
+        template = get_template(template)
+    compiled = load_template(template)
+    source = compiled.source
+    markers = _markers(source)
+    fields = source.get("fields", {})
+    reasoning_open, reasoning_tag = _reasoning(compiled, prefix, markers)
+    tool_list = _tool_list(tools)
+    calls: dict = {}
+    spec = fields.get("tool_calls")
+    if tool_list:
+        if spec is None:
+            raise GrammarError("the template has no tool_calls field: it cannot write a tool call")
+        for name, parameters in tool_list:
+            try:
+                calls[name] = _call_form(spec, name, parameters, markers)
+            except _Dead as dead:
+                raise GrammarError(f"tool_calls of this template cannot be compiled: {dead}") from None
+    triggers = []
+    for form in calls.values():
+        trigger = _trigger(form.begin, [other.begin for other in calls.values()])
+        if trigger not in triggers:
+            triggers.append(trigger)
+    for trigger in triggers:
+        if len(trigger) < 2 or not any(char in _MARKER_CHARS or ord(char) > 127 for char in trigger):
+            raise GrammarError(f"the call opener {trigger!r} is too plain to tell a call from text (it is also "
+                               "JSON syntax or a word): free text could not be kept from opening calls")
+    plan = _Plan(compiled, prefix, tool_list, calls, triggers, markers, reasoning_open, reasoning_tag, "\n")
+    if calls:
+        _self_check(plan)
+        plan.wrappers = _wrappers(plan)
+    return plan
+
+
+def _wrappers(plan: _Plan) -> list:
+    """Section markers around a group of calls that the template reads as markup (Kimi K2's
+    `<|tool_calls_section_begin|>`...`<|tool_calls_section_end|>`, DeepSeek's `<｜tool▁calls▁begin｜>`...), found by
+    parsing: calls written between them must parse to exactly those calls, with no content, and text after the
+    closing marker must stay content. Models write them, so the grammar under "auto" admits them too."""
+    forms = list(plan.calls.values())
+    samples = {form.tool: _sample(dict(plan.tools)[form.tool]) for form in forms}
+    first, second = forms[0], forms[-1]
+    one, two = first.write(samples[first.tool]), second.write(samples[second.tool])
+    lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    tools = _as_tools(plan.tools)
+    reserved = [form.begin for form in forms] + [form.end for form in forms] + list(plan.triggers)
+    if plan.reasoning_open:
+        reserved.append(plan.reasoning_open)
+    if plan.reasoning_tag:
+        reserved.extend(plan.reasoning_tag)
+    candidates = [m for m in plan.markers if not any(_overlaps(m, text) for text in reserved)]
+
+    def calls_of(text: str) -> Any:
+        message = _probe(plan.template, lead + text, plan.prefix, tools)
+        if message is None or message.get("reasoning_content") and not lead:
+            return None
+        got = [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
+               for call in message.get("tool_calls") or []]
+        return got, message.get("content") or ""
+
+    wanted = [(first.tool, samples[first.tool]), (second.tool, samples[second.tool])]
+    opens = [m for m in candidates if calls_of(m + one) == (wanted[:1], "")]
+    closes = [m for m in candidates if calls_of(one + m + "After.") == (wanted[:1], "After.")]
+    def wraps(opener: str, closer: str) -> bool:
+        if opener == closer or calls_of(opener + one + two + closer + "After.") != (wanted, "After."):
+            return False
+        # and the section leaves the parser where it was: a call after it is still a call
+        after = calls_of(opener + one + two + closer + "After. " + one)
+        return after is not None and after[0] == wanted + wanted[:1] and after[1].strip() == "After."
+
+    found: list = []
+    for opener in opens:
+        for closer in closes:
+            if any(_overlaps(opener, other) for other, _ in found):
+                continue
+            # markup that reads the same either way round (a content block's own markers) is no call section
+            if wraps(opener, closer) and not wraps(closer, opener):
+                found.append((opener, closer))
+                break
+    return found
+
+
+def _trigger(begin: str, begins: list) -> str:
+    """The longest literal start the begins of the calls share (so one trigger serves tools named in the opener)."""
+    common = begin
+    for other in begins:
+        size = 0
+        while size < min(len(common), len(other)) and common[size] == other[size]:
+            size += 1
+        common = common[:size]
+    return common or begin
+
+
+def _reasoning_text(plan: _Plan) -> str:
+    if plan.reasoning_open is not None:
+        return "Let me think." + plan.reasoning_open
+    if plan.reasoning_tag is not None:
+        return plan.reasoning_tag[0] + "Let me think." + plan.reasoning_tag[1]
+    return ""
+
+
+def _as_tools(tool_list: list) -> list:
+    return [{"type": "function", "function": {"name": name, "parameters": parameters}} for name, parameters in tool_list]
+
+
+def _self_check(plan: _Plan) -> None:
+    """Calls written the canonical way must parse back to exactly those calls, or the grammar would lie."""
+    forms = list(plan.calls.values())
+    samples = {form.tool: _sample(dict(plan.tools)[form.tool]) for form in forms}
+    first, second = forms[0], forms[-1]
+    one = first.write(samples[first.tool])
+    two = one + plan.separator + second.write(samples[second.tool])
+    # the grammar closes a reasoning block the prompt left open before anything else
+    lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    cases = [
+        ("one call", lead + one, [first.tool]),
+        ("two calls", lead + two, [first.tool, second.tool]),
+        ("text before a call", lead + "Sure, let me check. " + one, [first.tool]),
+        ("text after a call", lead + one + " Done.", [first.tool]),
+        ("reasoning then a call", _reasoning_text(plan) + one, [first.tool]),
+    ]
+    for what, text, names in cases:
+        message = _probe(plan.template, text, plan.prefix, _as_tools(plan.tools))
+        calls = (message or {}).get("tool_calls") or []
+        got = [(call.get("function") or {}).get("name") for call in calls]
+        wanted_args = [samples[name] for name in names]
+        got_args = [(call.get("function") or {}).get("arguments") for call in calls]
+        if got != names or got_args != wanted_args:
+            if what == "text after a call":
+                plan.notes.append("calls end the answer: no text after them")
+                continue
+            raise GrammarError(
+                f"the canonical writing of a call does not parse back ({what}): {text!r} gives "
+                f"{calls if message is not None else 'a parse error'}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Building
+
+
+def _tags(plan: _Plan, names: list) -> list:
+    """One tag per distinct begin (tools whose calls open alike share a tag whose content picks the tool)."""
+    by_begin: dict = {}
+    for name in names:
+        form = plan.calls[name]
+        by_begin.setdefault((form.begin, form.end), []).append({"type": "sequence", "elements": form.elements or [_const("")]})
+    tags = []
+    for (begin, end), contents in by_begin.items():
+        content = contents[0] if len(contents) == 1 else {"type": "or", "elements": contents}
+        tags.append({"type": "tag", "begin": begin, "content": content, "end": end})
+    return tags
+
+
+def _overlaps(marker: str, text: str) -> bool:
+    """`marker` shares text with `text` where one could run into the other (inside it, or end-to-start)."""
+    if marker in text or text in marker:
+        return True
+    return any(text.endswith(marker[:size]) or marker.endswith(text[:size]) for size in range(1, len(marker)))
+
+
+def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
+    """Markers kept out of free text. Free text also spells the start of a call's opener before the grammar knows a
+    call began, so markers that overlap an opener are left out (the opener itself is the call)."""
+    begins = [form.begin for form in plan.calls.values()] + [opener for opener, _ in plan.wrappers]
+    found = [marker for marker in plan.markers if not any(_overlaps(marker, begin) for begin in begins)]
+    return found + [text for text in extra if text not in found]
+
+
+def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
+    elements: list = []
+    if plan.reasoning_open is not None:
+        inner = [m for m in plan.markers if m != plan.reasoning_open] + plan.triggers
+        elements.append({"type": "tag", "begin": "", "content": _free_text(inner), "end": plan.reasoning_open})
+    elif plan.reasoning_tag is not None:
+        inner = [m for m in plan.markers if m not in plan.reasoning_tag] + plan.triggers
+        elements.append(_ws(0))  # layout before the block (GLM-4.5 writes "\n<think>")
+        elements.append({"type": "optional", "content": {
+            "type": "tag", "begin": plan.reasoning_tag[0], "content": _free_text(inner), "end": plan.reasoning_tag[1]}})
+    names = list(plan.calls)
+    if isinstance(tool_choice, dict):
+        names = [tool_choice["function"]["name"]]
+    if tool_choice == "none" or not names:
+        elements.append(_free_text(_excludes(plan, plan.triggers)))
+    elif tool_choice == "auto":
+        if "calls end the answer: no text after them" in plan.notes:
+            raise GrammarError("this template reads text written after a call as part of the call: "
+                               'tool_choice="auto" cannot leave the text after calls free')
+        tags = _tags(plan, names)
+        for opener, closer in plan.wrappers:
+            group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": _tags(plan, names)}]}
+            if parallel:
+                group = {"type": "plus", "content": group}
+            tags.append({"type": "tag", "begin": opener, "end": closer,
+                         "content": {"type": "sequence", "elements": [group, _ws(0)]}})
+        triggers = plan.triggers + [opener for opener, _ in plan.wrappers]
+        elements.append({"type": "triggered_tags", "triggers": triggers, "tags": tags,
+                         "at_least_one": False, "stop_after_first": not parallel, "excludes": _excludes(plan)})
+    else:
+        elements.append(_ws(0))
+        elements.append({"type": "tags_with_separator", "tags": _tags(plan, names), "separator": plan.separator,
+                         "at_least_one": True, "stop_after_first": not parallel})
+    fmt = elements[0] if len(elements) == 1 else {"type": "sequence", "elements": elements}
+    _exclude_triggers(fmt, plan.triggers)
+    return {"type": "structural_tag", "format": fmt}
+
+
+def _exclude_triggers(node: Any, triggers: list) -> None:
+    """Argument strings and tag contents must not hold a call opener either: the text would count one more call
+    to a reader (and to some parsers) than the grammar opened."""
+    if isinstance(node, dict):
+        if node.get("type") in ("json_schema", "any_text"):
+            node["excludes"] = node.get("excludes", []) + [t for t in triggers if t not in node.get("excludes", [])]
+        for value in node.values():
+            _exclude_triggers(value, triggers)
+    elif isinstance(node, list):
+        for item in node:
+            _exclude_triggers(item, triggers)
+
+
+def _check_choice(tool_choice: Any, names: list) -> None:
+    if tool_choice in ("auto", "required", "none"):
+        if tool_choice == "required" and not names:
+            raise GrammarError('tool_choice="required" needs at least one tool')
+        return
+    if isinstance(tool_choice, dict) and tool_choice.get("type") == "function":
+        name = (tool_choice.get("function") or {}).get("name")
+        if name in names:
+            return
+        raise GrammarError(f"tool_choice names {name!r}, which is not among the tools {names}")
+    raise GrammarError(f'tool_choice must be "auto", "required", "none" or {{"type": "function", "function": '
+                       f'{{"name": ...}}}}, got {tool_choice!r}')
+
+
+def structural_tag(template: Any, tools: Any = None, *, prefix: str = "", tool_choice: Any = "auto",
+                   parallel_tool_calls: bool = True) -> dict:
+    """An xgrammar structural tag (JSON form) that constrains a model writing with `template` to call `tools`.
+
+    `template`: a template dict, a compiled template or a library name. `prefix`: the prompt, as for the parser
+    (tells whether the prompt left a reasoning block open). `tool_choice`: "auto" (the model chooses; a call, once
+    opened, must be complete and valid), "required" (at least one call), "none" (no call), or
+    {"type": "function", "function": {"name": ...}} (that call). `parallel_tool_calls=False`: at most one call.
+    Raises `GrammarError` when the template cannot be expressed (the message says why)."""
+    tool_names = [name for name, _ in _tool_list(tools)]
+    _check_choice(tool_choice, tool_names)
+    plan = _plan(template, tools if tool_choice != "none" else None, prefix if prefix is not None else "")
+    return copy.deepcopy(_build(plan, tool_choice, bool(parallel_tool_calls)))
+
+
+def explain(template: Any, tools: Any = None, *, prefix: str = "") -> list:
+    """Notes on how the template was compiled (for the coverage table): empty when nothing is restricted."""
+    return list(_plan(template, tools, prefix).notes)
