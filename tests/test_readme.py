@@ -127,6 +127,9 @@ def test_example_command_runs_as_written(command, tmp_path):
         pytest.skip("serves until stopped: tests/test_examples.py and tests/test_examples_usage.py drive it")
     if "batch_dataset.py" in command:
         pytest.importorskip("datasets", reason="the datasets package is not installed")
+    if "constrained_tool_calls.py" in command:
+        pytest.importorskip("xgrammar", reason="xgrammar is not installed (the grammar extra)")
+        pytest.importorskip("torch", reason="torch is not installed")
     if "ray_dataset.py" in command:
         pytest.skip("starts a Ray instance: tests/test_ray_example.py runs it (same flags, fewer rows)")
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
