@@ -34,7 +34,7 @@ from typing import Any
 
 import regex
 
-from ..core.errors import TemplateError
+from ..core.errors import GrammarError, TemplateError
 from ..core.parse_whole import parse_response
 from ..core.template import CompiledTemplate, load_template
 
@@ -50,10 +50,6 @@ def _regex_internals() -> tuple:
 
 
 _sre_parse, _sre = _regex_internals()
-
-
-class GrammarError(TemplateError):
-    """The compiler cannot express this template (or these options) as a constraint; the message says why."""
 
 
 # Optional whitespace where a pattern has \s*: a few characters at most (models write a newline or a space; an

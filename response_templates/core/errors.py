@@ -62,6 +62,10 @@ class InferenceError(ResponseTemplatesError):
     """Inference gave up, or was given input it cannot use; the message says why."""
 
 
+class GrammarError(TemplateError):
+    """The grammar compiler cannot express this template (or these options) as a constraint; the message says why."""
+
+
 class PublishError(ResponseTemplatesError):
     """A problem with one repository while publishing; reported in the summary, the run goes on."""
 
