@@ -34,7 +34,7 @@ from typing import Any
 
 import regex
 
-from ..core.errors import GrammarError, TemplateError
+from ..core.errors import GrammarError
 from ..core.parse_whole import parse_response
 from ..core.template import CompiledTemplate, load_template
 
