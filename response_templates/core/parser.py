@@ -29,6 +29,7 @@ from .errors import (
     open_budget,
     regex_budget,
     regex_time_left,
+    retry_after_timeout,
     timeout_message,
 )
 from .oneshot import FAR, build_short_plan, find_near, find_short, note_far
@@ -1042,13 +1043,15 @@ def _quick(item: WatchItem):
 
 
 def _timed(item: WatchItem, operation, *args, **kwargs):
-    try:
-        return operation(*args, timeout=regex_time_left(), **kwargs)
-    except TimeoutError:
-        key = f"{item.kind}_pattern"
-        raise RegexTimeoutError(
-            timeout_message(f"field {item.field.name!r}: {key} {excerpt(item.delimiter.regex.pattern)}")
-        ) from None
+    while True:
+        try:
+            return operation(*args, timeout=regex_time_left(), **kwargs)
+        except TimeoutError:
+            if not retry_after_timeout():  # (other threads advanced regex's clock: run it again)
+                break
+    # the timeout stands
+    key = f"{item.kind}_pattern"
+    raise RegexTimeoutError(timeout_message(f"field {item.field.name!r}: {key} {excerpt(item.delimiter.regex.pattern)}"))
 
 
 def _pattern_scan(item: WatchItem, buffer: str, pos: int, eos: bool) -> tuple[Any, int]:

@@ -18,7 +18,7 @@ from typing import Any
 import regex
 
 from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
-from .errors import RegexTimeoutError, TemplateError, excerpt, regex_time_left, timeout_message
+from .errors import RegexTimeoutError, TemplateError, excerpt, regex_time_left, retry_after_timeout, timeout_message
 from .limits import check_template
 from .scan import _REGEX_ONLY, _single, analyze, build_fast_path, sre_constants, sre_parse
 
@@ -214,6 +214,8 @@ class CompiledTemplate:
             for match in matches:
                 end = match.end()
         except TimeoutError:
+            if retry_after_timeout():  # other threads advanced regex's clock, not this search: run it again
+                return self.truncate_prefix(prefix)
             raise RegexTimeoutError(
                 timeout_message(f"response_template.start_anchor_pattern {excerpt(self.start_anchor.regex.pattern)} on the prompt")
             ) from None
