@@ -16,6 +16,7 @@ not grow with what was fed before.
 from __future__ import annotations
 
 import logging
+import pickle
 import sys
 from time import perf_counter
 from typing import Any
@@ -37,7 +38,7 @@ from .scan import first_candidate, quiet, scan_pattern, track_guards, work
 from .scan import NOT_SPACE  # a non-whitespace character, as `regex` reads `\s`
 from .template import CompiledTemplate, Watch, WatchItem, literal_runs, load_template
 from .token_ids import TokenIdDecoder, strip_markers
-from .tools import tool_parameters, type_tool_calls
+from .tools import call_problem, tool_parameters, type_tool_calls
 
 # Consumed text kept before the scan position, for \b and the like in delimiter patterns (templates whose
 # patterns have lookbehinds keep everything).
@@ -141,6 +142,37 @@ class ResponseParser:
                     self._run(self.initial_events if _events else None, eos=False)
         self._counted = self._base + len(self._buffer)
         self._heat()
+
+    # -- pickling -----------------------------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict:
+        """What was fed and decided, without what is derived from the compiled template (its watches and the
+        caches of the scan, keyed by object ids): the template pickles as its dict, the rest is rebuilt on load."""
+        state = self.__dict__.copy()
+        if self._decoder is not None:
+            try:
+                pickle.dumps(self._decoder)
+            except Exception as error:
+                raise TypeError(
+                    f"this ResponseParser decodes token ids with a tokenizer that cannot be pickled ({error}); pickle "
+                    "a parser made without tokenizer= (feeding text), or pickle the tokenizer's fast backend"
+                ) from error
+        for key in ("_fields", "_watch", "_hot"):
+            del state[key]
+        state["_memo"] = {}  # (how far each delimiter's scan got: a fresh scan from the position finds the same)
+        state["_clean"] = False
+        state["_checked"] = -1
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        compiled = self.template
+        self._fields = compiled.fields
+        name = self._current
+        self._watch = compiled.idle_watch if name is None or name == compiled.implicit else compiled.field_watch[name]
+        self._hot = None
+        if not self._finalized:
+            self._heat()
 
     # -- public API ---------------------------------------------------------------------------------------------
 
@@ -694,7 +726,9 @@ def settle_checked(
     region's text does not parse and the policy is "content" or "drop": a `region_discard` event, followed with
     "content" by the events of the content region that received the region's raw text (delimiters included)."""
     try:
-        return settle(field, body, captures, output, tool_params, strip), None
+        # (under "content" and "drop", a call without a name or with arguments that are not an object is malformed
+        # too: a client cannot run it; under "raise", as transformers, it is kept as parsed)
+        return settle(field, body, captures, output, tool_params, strip, malformed != "raise"), None
     except RegexTimeoutError:
         raise  # a hostile template, not a damaged output
     except (ValueError, RecursionError) as error:
@@ -768,14 +802,21 @@ def cut_safe(found: tuple, text: str, pos: int) -> bool:
     return True
 
 
-def settle(field: Any, body: str, captures: dict, output: dict, tool_params: dict, strip: bool) -> Any:
-    """Compute a closed region's value and store it in the message (set, appended, or joined). Returns the value."""
+def settle(
+    field: Any, body: str, captures: dict, output: dict, tool_params: dict, strip: bool, check_calls: bool = False
+) -> Any:
+    """Compute a closed region's value and store it in the message (set, appended, or joined). Returns the value.
+    With `check_calls`, a `tool_calls` value that holds something other than runnable calls raises ValueError."""
     value = field_value(field, body, captures)
     if strip:
         value = strip_markers(value)
     if tool_params and "value_parser_by" not in field.content_args:
         value = type_tool_calls(value, tool_params, field.content in TYPED_SYNTAX)
     name = field.name
+    if check_calls and name == "tool_calls":
+        problem = call_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
     if field.join is not None:
         if not isinstance(value, str):
             raise ValueError(f"field {name!r}: 'join' needs each match to parse to a string, got {type(value).__name__}")

@@ -72,9 +72,47 @@ def schema_types(schema: Any) -> tuple[str, ...]:
                 if kind == "null":
                     last_null = len(found) - 1
         stack.append((node, start))
-        options = [option for union in ("anyOf", "oneOf") for option in node.get(union) or []]
+        options = []
+        for union in ("anyOf", "oneOf"):
+            listed = node.get(union)
+            if listed is None:
+                continue
+            if not isinstance(listed, list):
+                raise TypeError(f"a tool schema's {union!r} must be a list of schemas, got {type(listed).__name__} {listed!r:.80}")
+            options += listed
         stack.extend((option, None) for option in reversed(options))
     return tuple(found)
+
+
+def call_problem(value: Any) -> str | None:
+    """What makes the value of a `tool_calls` region not a list of calls a client can run, or None: each call needs a
+    name (a non-empty string) and arguments that are a JSON object (a dict, JSON text of one, or none at all).
+    Calls are `{"type": "function", "function": {"name", "arguments"}}`, or bare `{"name", "arguments"}`."""
+    calls = value if isinstance(value, list) else [value]
+    stack = list(reversed(calls))
+    position = 0
+    while stack:
+        call = stack.pop()
+        if isinstance(call, list):  # a repeated region's own list of calls
+            stack.extend(reversed(call))
+            continue
+        where = f"tool call {position}"
+        position += 1
+        if not isinstance(call, dict):
+            return f"{where} is not an object (got {type(call).__name__})"
+        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            return f"{where} has no name (a non-empty string): got {name!r:.80}"
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = load_json(arguments)
+            except ValueError:
+                return f"{where} ({name!r}): its arguments are text that is not JSON: {function['arguments']!r:.80}"
+        if arguments is not None and not isinstance(arguments, dict):
+            return f"{where} ({name!r}): its arguments must be a JSON object, got {type(arguments).__name__} {arguments!r:.80}"
+    return None
 
 
 def _as_integer(raw: str) -> Any:
@@ -146,7 +184,10 @@ def _type_call(value: Any, parameters: dict[str, dict], typed_syntax: bool) -> N
     for key, argument in arguments.items():
         if key not in properties:
             continue
-        types = schema_types(properties[key])
+        try:
+            types = schema_types(properties[key])
+        except TypeError as error:
+            raise TypeError(f"tools: parameter {key!r} of {name!r}: {error}") from None
         if not types or (typed_syntax and "string" in types):
             continue
         if isinstance(argument, str):
