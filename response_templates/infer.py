@@ -29,7 +29,16 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verification import _TOOLS, _common_prefix, _split, frozen_clock, render_chat_template, verify
+from .verification import (
+    _TOOLS,
+    _common_prefix,
+    _split,
+    frozen_clock,
+    render_budget,
+    render_chat_template,
+    render_timeout_message,
+    verify,
+)
 
 __all__ = [
     "InferenceError",
@@ -1947,13 +1956,20 @@ def infer_template(chat_template: str, *, tokenizer: Any = None, render_kwargs: 
                 kwargs[key] = value
     kwargs.update(render_kwargs or {})
     reasons: list[str] = []
-    try:
-        with frozen_clock():  # every probe and verify render sees the same time (templates that write the clock)
-            return _infer(chat_template, kwargs, reasons)
-    except InferenceError as error:
-        reasons.append(str(error))
-    except Exception as error:  # the chat template itself failed: a finding, reported
-        reasons.append(f"the chat template failed to render a probe: {type(error).__name__}: {error}")
+    # every probe and verify render sees the same time (templates that write the clock), and all of them share one
+    # rendering time budget (a hostile chat template must not keep the probes running for hours)
+    with render_budget() as budget:
+        try:
+            with frozen_clock():
+                inferred = _infer(chat_template, kwargs, reasons)
+            if not budget.spent:
+                return inferred
+        except InferenceError as error:
+            reasons.append(str(error))
+        except Exception as error:  # the chat template itself failed: a finding, reported
+            reasons.append(f"the chat template failed to render a probe: {type(error).__name__}: {error}")
+        if budget.spent:  # (the probes that hit it failed one by one: say why once, first)
+            reasons.insert(0, render_timeout_message())
     return InferredTemplate(template=None, confidence=0.0, verified="", reasons=reasons)
 
 

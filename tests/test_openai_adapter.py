@@ -553,8 +553,8 @@ BROKEN_CALLS = [
     '{"name": "", "arguments": {}}',
     '{"name": "f", "arguments": "[1]"}',
     '{"name": "f", "arguments": []}',
-    '{"name": "f", "arguments": "not json"}',
     '{"name": "f", "arguments": [1]}',
+    '{"name": "f", "arguments": 5}',
 ]
 
 
@@ -572,6 +572,14 @@ def test_a_call_a_client_cannot_run_is_never_sent_as_a_call(body):
         _adapter_stream(text)
     with pytest.raises(ValueError, match="OpenAI tool calls need a name"):
         to_openai_message(parse_response(text, "hermes", prefix=""))
+
+
+def test_arguments_text_that_is_not_json_is_passed_as_written():
+    # what a template that reads calls leniently keeps (and what OpenAI's own API may send: clients validate it)
+    text = _hermes_call('{"name": "f", "arguments": "not json"}')
+    for malformed in ("raise", "content", "drop"):
+        message, _ = _adapter_stream(text, malformed=malformed)
+        assert message["tool_calls"][0]["function"] == {"name": "f", "arguments": "not json"}
 
 
 def test_runnable_calls_still_pass_every_policy():

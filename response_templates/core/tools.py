@@ -84,23 +84,29 @@ def schema_types(schema: Any) -> tuple[str, ...]:
     return tuple(found)
 
 
-def call_problem(value: Any) -> str | None:
+def call_problem(value: Any, *, shaped_only: bool = False) -> str | None:
     """What makes the value of a `tool_calls` region not a list of calls a client can run, or None: each call needs a
-    name (a non-empty string) and arguments that are a JSON object (a dict, JSON text of one, or none at all).
-    Calls are `{"type": "function", "function": {"name", "arguments"}}`, or bare `{"name", "arguments"}`."""
-    calls = value if isinstance(value, list) else [value]
-    stack = list(reversed(calls))
+    name (a non-empty string), and arguments that are not JSON of something other than an object (`[1]`, `"[]"`,
+    `5`). Arguments that are text but not JSON pass: a template that reads calls leniently keeps what the model wrote
+    there (so does OpenAI's own API: clients validate arguments). Calls are `{"type": "function", "function":
+    {"name", "arguments"}}`, or bare `{"name", "arguments"}`; with `shaped_only`, values of another shape (a custom
+    template's own dicts) are not judged."""
+    stack = [value]
     position = 0
     while stack:
         call = stack.pop()
-        if isinstance(call, list):  # a repeated region's own list of calls
+        if isinstance(call, list):  # a list of calls, or a repeated region's own list of them
             stack.extend(reversed(call))
             continue
         where = f"tool call {position}"
         position += 1
         if not isinstance(call, dict):
+            if shaped_only:
+                continue
             return f"{where} is not an object (got {type(call).__name__})"
         function = call.get("function") if isinstance(call.get("function"), dict) else call
+        if shaped_only and function is call and "name" not in call and "arguments" not in call:
+            continue
         name = function.get("name")
         if not isinstance(name, str) or not name:
             return f"{where} has no name (a non-empty string): got {name!r:.80}"
@@ -109,7 +115,7 @@ def call_problem(value: Any) -> str | None:
             try:
                 arguments = load_json(arguments)
             except ValueError:
-                return f"{where} ({name!r}): its arguments are text that is not JSON: {function['arguments']!r:.80}"
+                continue  # text as the model wrote it (see above)
         if arguments is not None and not isinstance(arguments, dict):
             return f"{where} ({name!r}): its arguments must be a JSON object, got {type(arguments).__name__} {arguments!r:.80}"
     return None
