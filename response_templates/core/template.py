@@ -12,15 +12,18 @@ import functools
 import json
 import re
 import warnings
-from dataclasses import dataclass, field as dataclass_field
-from typing import Any
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from typing import Any, Callable
 
 import regex
 
 from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
 from .errors import RegexTimeoutError, TemplateError, excerpt, regex_time_left, retry_after_timeout, timeout_message
-from .limits import check_template
-from .scan import _REGEX_ONLY, _single, analyze, build_fast_path, sre_constants, sre_parse
+from .fast_path import build_fast_path
+from .limits import MAX_REPEAT_PRODUCT, MAX_VALUE_PARSER_NESTING, check_limits, template_location
+from .pattern_scan import analyze
+from .regex_syntax import REGEX_ONLY_SYNTAX, single_charset, sre_constants, sre_parse
 
 TEMPLATE_KEYS = ("version", "defaults", "start_anchor", "start_anchor_pattern", "fields")
 FIELD_KEYS = (
@@ -144,7 +147,7 @@ class Watch:
 
 # A prompt at most this long is cut at its last start anchor without `regex`'s per-call timeout (which costs about
 # 2 us a call, as much as the whole search of a short prompt) when the anchor pattern cannot backtrack badly
-# (`scan.analyze(...).safe`: each try is linear): at most one try per character, so at most the square of this
+# (`pattern_scan.analyze(...).safe`: each try is linear): at most one try per character, so at most the square of this
 # length in steps (about 4 million, tens of milliseconds), far below the regex time limit. Longer prompts keep it.
 _UNTIMED_PROMPT = 2048
 
@@ -323,7 +326,7 @@ def _parsed_anchor(anchor: Delimiter) -> Any:
     """A regex start anchor as Python's parser reads it, or None when that reading may differ from the `regex`
     module's (its own syntax, flags other than DOTALL)."""
     pattern = anchor.regex.pattern
-    if _REGEX_ONLY.search(pattern) or anchor.regex.flags != regex.compile("", regex.DOTALL).flags:
+    if REGEX_ONLY_SYNTAX.search(pattern) or anchor.regex.flags != regex.compile("", regex.DOTALL).flags:
         return None
     try:
         with warnings.catch_warnings():
@@ -416,7 +419,7 @@ def _reach(state: Any, items: list, starts: list) -> int | None:
     while items:
         op, av = items[-1]
         if op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT):
-            chars = _single(av[2])
+            chars = single_charset(av[2])
             source = chars.source() if chars is not None else None
             if source is None or any(regex.match(source, first, regex.DOTALL) for first in firsts):
                 break
@@ -448,12 +451,7 @@ def _agree(first: str, second: str) -> bool:
     return first[:size] == second[:size]
 
 
-def _where(field_name: str | None, key: str) -> str:
-    return f"response_template.{key}" if field_name is None else f"response_template.fields[{field_name!r}].{key}"
-
-
 _COUNTED = regex.compile(r"(?<!\\)\{(\d*),?(\d*)\}")
-_MOST_REPEATS = 100_000
 
 
 def _compile_regex(pattern: Any, where: str) -> Any:
@@ -463,8 +461,8 @@ def _compile_regex(pattern: Any, where: str) -> Any:
     product = 1
     for low, high in _COUNTED.findall(pattern):
         product *= max(int(low or 0), int(high or 0), 1)
-        if product > _MOST_REPEATS:
-            raise TemplateError(f"{where}: counted repetitions ({{m,n}}) multiply past {_MOST_REPEATS}; simplify the regex")
+        if product > MAX_REPEAT_PRODUCT:
+            raise TemplateError(f"{where}: counted repetitions ({{m,n}}) multiply past {MAX_REPEAT_PRODUCT}; simplify the regex")
     try:
         return regex.compile(pattern, regex.DOTALL)
     except (regex.error, OverflowError, RecursionError) as error:
@@ -474,14 +472,14 @@ def _compile_regex(pattern: Any, where: str) -> Any:
 def _delimiter(spec: dict, field_name: str | None, literal_key: str, pattern_key: str) -> Delimiter | None:
     if literal_key in spec and pattern_key in spec:
         raise TemplateError(
-            f"{_where(field_name, literal_key)} and {pattern_key!r} are both given; use one or the other"
+            f"{template_location(field_name, literal_key)} and {pattern_key!r} are both given; use one or the other"
         )
     if pattern_key in spec:
-        compiled = _compile_regex(spec[pattern_key], _where(field_name, pattern_key))
+        compiled = _compile_regex(spec[pattern_key], template_location(field_name, pattern_key))
         return Delimiter(compiled, None, False, _probes(compiled.pattern), analyze(compiled.pattern))
     if literal_key not in spec:
         return None
-    where = _where(field_name, literal_key)
+    where = template_location(field_name, literal_key)
     raw = spec[literal_key]
     if isinstance(raw, str):
         literals = [raw]
@@ -565,8 +563,8 @@ def _check_value_parser(spec: Any, where: str, depth: int = 0) -> None:
     name = spec.get("name", "text")
     if not isinstance(name, str) or name not in PARSERS:
         raise TemplateError(f"{where}.name: unknown content parser {name!r}; known: {sorted(PARSERS)}")
-    if depth > 20:
-        raise TemplateError(f"{where}: value parsers nested too deeply")
+    if depth > MAX_VALUE_PARSER_NESTING:
+        raise TemplateError(f"{where}: value parsers nested more than {MAX_VALUE_PARSER_NESTING} levels deep")
     _check_content_args(name, spec.get("args", {}), f"{where}.args", depth + 1)
 
 
@@ -617,29 +615,29 @@ def _field(name: str, spec: Any) -> Field:
         raise TemplateError(f"response_template.fields[{name!r}] has unknown keys {unknown}; allowed: {sorted(FIELD_KEYS)}")
     content = spec.get("content", "text")
     if not isinstance(content, str) or content not in PARSERS:
-        raise TemplateError(f"{_where(name, 'content')}: unknown content parser {content!r}; known: {sorted(PARSERS)}")
+        raise TemplateError(f"{template_location(name, 'content')}: unknown content parser {content!r}; known: {sorted(PARSERS)}")
     content_args = spec.get("content_args", {})
-    _check_content_args(content, content_args, _where(name, "content_args"))
+    _check_content_args(content, content_args, template_location(name, "content_args"))
     opener = _delimiter(spec, name, "open", "open_pattern")
     closer = _delimiter(spec, name, "close", "close_pattern")
     for key in ("repeats", "optional", "transform_each"):
         if key in spec:
-            _check_type(spec[key], bool, _where(name, key))
+            _check_type(spec[key], bool, template_location(name, key))
     repeats = spec.get("repeats", False)
     join = spec.get("join")
     if join is not None:
-        _check_type(join, str, _where(name, "join"))
+        _check_type(join, str, template_location(name, "join"))
         if not repeats:
-            raise TemplateError(f"{_where(name, 'join')}: 'join' requires 'repeats': true (it joins the repeated matches)")
+            raise TemplateError(f"{template_location(name, 'join')}: 'join' requires 'repeats': true (it joins the repeated matches)")
     transform = spec.get("transform")
     transform_each = spec.get("transform_each", False)
     if transform_each and transform is None:
-        raise TemplateError(f"{_where(name, 'transform_each')} is true but the field has no 'transform'")
+        raise TemplateError(f"{template_location(name, 'transform_each')} is true but the field has no 'transform'")
     if transform is not None:
         mixed = mixed_placeholder(transform)
         if mixed is not None:
             raise TemplateError(
-                f"{_where(name, 'transform')}: the string {excerpt(mixed)} mixes a {{placeholder}} with other text; "
+                f"{template_location(name, 'transform')}: the string {excerpt(mixed)} mixes a {{placeholder}} with other text; "
                 'a string is either a whole placeholder such as "{content}" or a plain literal (string interpolation is not '
                 "supported)"
             )
@@ -647,7 +645,7 @@ def _field(name: str, spec: Any) -> Field:
         for key, delimiter in (("open_pattern", opener), ("close_pattern", closer)):
             if delimiter is not None and delimiter.literals is None and delimiter.regex.groupindex:
                 raise TemplateError(
-                    f"{_where(name, key)} has named groups {sorted(delimiter.regex.groupindex)} but the field has no "
+                    f"{template_location(name, key)} has named groups {sorted(delimiter.regex.groupindex)} but the field has no "
                     "'transform'; captures only reach the message through a transform, so add one that uses them "
                     "or drop the names"
                 )
@@ -766,13 +764,24 @@ _BY_CONTENT: dict[str, CompiledTemplate] = {}
 _CACHE_LIMIT = 256
 
 
+# How a str names a template: set by the package root to the shipped library's lookup. The core does not import
+# the library (it sits above the core); without a resolver a name is an error.
+_name_resolver: Callable[[str], dict] | None = None
+
+
+def set_name_resolver(resolver: Callable[[str], dict] | None) -> None:
+    """Make `load_template(name)` look `name` up with `resolver` (which raises KeyError for an unknown name)."""
+    global _name_resolver
+    _name_resolver = resolver
+
+
 def _library_template(name: str) -> dict:
     if name.lstrip().startswith("{"):
         raise TemplateError("response_template is a str holding JSON; pass the dict (json.loads(text)), or a library name")
-    from ..library import get_template  # the package's own data; the core itself needs nothing else
-
+    if _name_resolver is None:
+        raise TemplateError(f"response_template is the str {name!r:.60}, but no template library is available to look it up")
     try:
-        return get_template(name)
+        return _name_resolver(name)
     except KeyError as error:
         raise TemplateError(f"a str response_template is a library template name: {error}") from None
 
@@ -791,7 +800,7 @@ def load_template(spec: dict | str | CompiledTemplate) -> CompiledTemplate:
         return cached[2]
     if not isinstance(spec, dict):
         raise TemplateError(f"response_template must be a dict, got {type(spec).__name__}")
-    check_template(spec)  # size limits first: everything below is linear in the size of a template within them
+    check_limits(spec)  # size limits first: everything below is linear in the size of a template within them
     try:
         json.dumps(spec)
     except (TypeError, ValueError) as error:
