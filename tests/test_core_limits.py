@@ -446,4 +446,4 @@ def test_pattern_size_counts_unrolled_repeats(pattern, size):
 
 def test_every_shipped_template_is_far_below_the_pattern_size_limits():
     for name in list_templates():
-        limits.check_template(get_template(name))  # raises past a limit
+        limits.check_limits(get_template(name))  # raises past a limit

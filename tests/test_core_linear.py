@@ -296,7 +296,7 @@ def test_one_shot_skips_what_streaming_skips_in_a_gated_region(monkeypatch):
     # issue 31: a qwen3-coder call of 10^5 parameters took 4 times as long one-shot as streamed (and ran out of
     # its regex budget): one-shot parsing tried the close pattern at every parameter's end, where the streaming
     # parser's gated fast path skips text without a trigger. Counted, not timed: the anchored tries of the scan
-    from response_templates.core import parser as parser_module
+    from response_templates.core import delimiters as parser_module
 
     tries = [0]
     counted = parser_module.regex_time_left

@@ -89,7 +89,7 @@ def test_every_bad_template_raises_template_error(template):
 
 
 def test_a_tokenizer_holding_a_str_template_raises_template_error():
-    from response_templates.integration import _resolve_template
+    from response_templates.integrations.transformers_patch import _resolve_template
 
     class Tokenizer:
         response_template = "qwen3"
@@ -143,7 +143,7 @@ def test_a_parser_pickled_mid_stream_goes_on_as_if_it_had_not_been(name, text, s
 
 @pytest.mark.parametrize(("name", "text"), PICKLED_CASES)
 def test_an_openai_adapter_pickled_mid_stream_sends_the_same_chunks(name, text):
-    from response_templates.openai_adapter import OpenAIStreamAdapter
+    from response_templates.integrations.openai_adapter import OpenAIStreamAdapter
 
     def adapter():
         return OpenAIStreamAdapter(name, prefix="", completion_id="chatcmpl-1", created=1,
@@ -161,7 +161,7 @@ def test_an_openai_adapter_pickled_mid_stream_sends_the_same_chunks(name, text):
 
 
 def test_an_adapter_that_cannot_pickle_says_why():
-    from response_templates.openai_adapter import OpenAIStreamAdapter
+    from response_templates.integrations.openai_adapter import OpenAIStreamAdapter
 
     adapter = OpenAIStreamAdapter("qwen3", prefix="", id_factory=lambda index: f"call_{index}")
     with pytest.raises(TypeError, match="id_factory .* cannot .*module level"):
@@ -183,7 +183,7 @@ def test_a_parser_decoding_token_ids_pickles_with_its_tokenizer(tmp_path):
 
 
 def test_templates_parsers_and_adapters_cross_a_spawn_pool():
-    from response_templates.openai_adapter import OpenAIStreamAdapter
+    from response_templates.integrations.openai_adapter import OpenAIStreamAdapter
 
     name, text = PICKLED_CASES[1]
     compiled = load_template(name)

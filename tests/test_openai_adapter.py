@@ -641,7 +641,7 @@ def test_a_3000_deep_tool_schema_works(may_truncate):
 
 
 def test_the_adapter_reads_schema_types_with_the_cores_one_definition():
-    from response_templates import openai_adapter
+    from response_templates.integrations import openai_adapter
 
     assert not hasattr(openai_adapter, "_schema_types")
     assert openai_adapter.schema_types is __import__("response_templates.core.tools", fromlist=["x"]).schema_types

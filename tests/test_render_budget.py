@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import response_templates as rt
-from response_templates import verification
+from response_templates.authoring import rendering as verification
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"

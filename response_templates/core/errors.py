@@ -189,18 +189,21 @@ class _Budget:
 
     __slots__ = ("deadline", "cpu_start", "allowance", "factor", "owner")
 
-    def __init__(self, allowance: float, owner: Any):
-        self.allowance = allowance  # seconds of this thread's CPU time the call may spend on regex work
-        self.cpu_start = time.thread_time()
-        self.deadline = time.monotonic() + allowance  # (wall clock) the budget cannot be spent before this
-        # `regex`'s own `timeout=` reads the process's CPU clock, which other threads advance too: the time passed to
-        # it is multiplied by this factor, doubled each time a search timed out before this thread spent its budget
-        self.factor = 1.0
-        self.owner = owner
+    # (set by `_open`: one per thread, used again by each call, which costs less than making one per call)
+    deadline: float  # (wall clock) the budget cannot be spent before this
+    cpu_start: float  # this thread's CPU time when the budget opened
+    allowance: float  # seconds of this thread's CPU time the call may spend on regex work
+    # `regex`'s own `timeout=` reads the process's CPU clock, which other threads advance too: the time passed to it
+    # is multiplied by this factor, doubled each time a search timed out before this thread spent its budget
+    factor: float
+    owner: Any
 
 
 class _Local(threading.local):
-    budget: _Budget | None = None
+    budget: _Budget | None = None  # the budget of the call in progress, or None
+
+    def __init__(self):  # (run once in each thread that uses the budget)
+        self.own = _Budget()
 
 
 # The budget of the call in progress on this thread (None outside one): every regex search of a `feed`, `finalize`
@@ -245,16 +248,26 @@ def open_budget(size: int) -> bool:
     """`regex_budget` without the context manager, for the hottest paths: opens a budget for `size` characters
     unless one is open, and says whether it did; the caller then ends it with `close_budget()` (in a `finally`).
     The budget belongs to the caller's frame: if an interruption skips the `close_budget`, it ends with that call."""
+    if _local.budget is not None:  # inside a call (`_open`, inlined: nested calls are on hot paths)
+        return False
     return _open(size, sys._getframe(1))
 
 
 def _open(size: int, owner: Any) -> bool:
-    budget = _local.budget
-    # (a budget whose wall-clock deadline is still ahead is joined without walking the stack: nested opens are on
-    # hot paths; one left behind by an interruption is dropped once its deadline passes, see `_cpu_left`)
-    if budget is not None and (budget.deadline > time.monotonic() or _running(budget.owner)):
+    local = _local
+    # A budget open on the thread is joined without asking whether its call is still running (nested opens are on
+    # hot paths): one left behind by an interruption is dropped at the first check after its deadline (`_cpu_left`,
+    # `retry_after_timeout`), so it can shorten the budget of the calls of the next `limit` seconds, never time one out.
+    if local.budget is not None:
         return False
-    _local.budget = _Budget(_regex_timeout * max(1.0, size / BUDGET_CHARS), owner)
+    budget = local.own
+    allowance = _regex_timeout if size <= BUDGET_CHARS else _regex_timeout * size / BUDGET_CHARS
+    budget.allowance = allowance
+    budget.factor = 1.0
+    budget.owner = owner
+    budget.cpu_start = time.thread_time()
+    budget.deadline = time.monotonic() + allowance
+    local.budget = budget
     return True
 
 
@@ -282,7 +295,9 @@ def regex_time_left() -> float:
     left = budget.deadline - time.monotonic()
     if left <= 0:
         left = _cpu_left(budget)
-    return min(left * budget.factor, _REGEX_TIMEOUT_MOST)
+    if budget.factor != 1.0:
+        left = min(left * budget.factor, _REGEX_TIMEOUT_MOST)
+    return left
 
 
 def _cpu_left(budget: _Budget) -> float:

@@ -61,8 +61,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from .core.limits import load_json
-from .core.tools import call_problem, schema_types
+from ..core.limits import load_json
+from ..core.tools import call_problem, schema_types
 
 logger = logging.getLogger(__name__)
 
