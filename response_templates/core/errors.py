@@ -273,7 +273,9 @@ def _open(size: int, owner: Any) -> bool:
 
 def close_budget() -> None:
     """End the budget `open_budget` opened."""
-    _local.budget = None
+    local = _local
+    local.own.owner = None  # (the opener's frame holds the call's text: not kept past the call)
+    local.budget = None
 
 
 def grow_regex_budget(size: int) -> None:
