@@ -254,7 +254,7 @@ def _route_parser_manager(parser_cls: type) -> None:
                                 f"of {kwargs.get('model_name')!r}: {error}") from error
         return _Composed
 
-    composed._response_templates = True
+    composed._response_templates = True  # type: ignore[attr-defined]  # a mark on the function: never wrapped twice
     setattr(manager, method, classmethod(composed))
 
 
@@ -280,7 +280,8 @@ def _classes() -> dict[str, type]:
         load_template(template)  # a broken template fails at startup, with the field and key at fault
         return template
 
-    class ResponseTemplatesReasoningParser(ReasoningParser):
+    # (the ignores on the three bases: vLLM's classes, only known at run time)
+    class ResponseTemplatesReasoningParser(ReasoningParser):  # type: ignore[valid-type, misc]
         """Registered as `--reasoning-parser response_templates`; `ResponseTemplatesParser` does the parsing."""
 
         def __init__(self, tokenizer, *args, **kwargs):
@@ -301,7 +302,7 @@ def _classes() -> dict[str, type]:
         def extract_reasoning_streaming(self, *args, **kwargs):
             raise NotImplementedError(f"{NAME}: ResponseTemplatesParser streams reasoning")
 
-    class ResponseTemplatesToolParser(ToolParser):
+    class ResponseTemplatesToolParser(ToolParser):  # type: ignore[valid-type, misc]
         """Registered as `--tool-call-parser response_templates`; `ResponseTemplatesParser` does the parsing."""
 
         supports_required_and_named = False  # the calls are read in the model's own format
@@ -312,7 +313,7 @@ def _classes() -> dict[str, type]:
         def extract_tool_calls_streaming(self, *args, **kwargs):
             raise NotImplementedError(f"{NAME}: ResponseTemplatesParser streams tool calls")
 
-    class ResponseTemplatesParser(Parser):
+    class ResponseTemplatesParser(Parser):  # type: ignore[valid-type, misc]
         """Reasoning, content and tool calls in one pass of this package's parser."""
 
         reasoning_parser_cls = ResponseTemplatesReasoningParser
@@ -523,6 +524,7 @@ def _classes() -> dict[str, type]:
                 else:
                     ready.append(call)
             if finished and self._held:
+                assert self._adapter is not None  # parse_delta made it before calling this
                 kept = len(to_openai_message(self._adapter.message or {}).get("tool_calls") or ())
                 ready += [call for index, call in sorted(self._held.items()) if index < kept]
                 self._held.clear()
