@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import multiprocessing
 import pickle
 

@@ -213,7 +213,7 @@ _local = _Local()
 
 def _running(frame: Any) -> bool:
     """Whether `frame` is on the current thread's stack (the function that opened a budget is still running)."""
-    current = sys._getframe(2)
+    current: Any = sys._getframe(2)
     while current is not None:
         if current is frame:
             return True

@@ -104,7 +104,8 @@ def call_problem(value: Any, *, shaped_only: bool = False) -> str | None:
             if shaped_only:
                 continue
             return f"{where} is not an object (got {type(call).__name__})"
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        inner = call.get("function")
+        function: dict = inner if isinstance(inner, dict) else call
         if shaped_only and function is call and "name" not in call and "arguments" not in call:
             continue
         name = function.get("name")
