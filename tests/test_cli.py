@@ -450,3 +450,27 @@ def test_push_endpoint_must_be_a_url(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--endpoint" in err and "not an http(s) URL: 'notaurl'" in err
+
+
+@pytest.mark.parametrize("mode", [[], ["--stream"], ["--openai"], ["--compact"]])
+def test_a_lone_surrogate_escape_in_json_arguments_prints(mode, tmp_path):
+    # valid input ("\ud800" is a JSON escape the model may write): the value holds a lone surrogate, which UTF-8
+    # cannot encode; it is printed escaped, and reads back to the same value (issue 31)
+    path = tmp_path / "out.txt"
+    path.write_text('<tool_call>\n{"name": "f", "arguments": {"a": "\\ud800"}}\n</tool_call>', encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": _package_home(), "PYTHONIOENCODING": "utf-8"}
+    result = subprocess.run([sys.executable, "-m", "response_templates.cli", "parse", "--template", "qwen3", *mode,
+                             str(path)], capture_output=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == b""
+    lines = result.stdout.decode("utf-8").splitlines()
+    values = [json.loads(line) for line in lines] if mode else [json.loads("\n".join(lines))]
+    if mode == ["--openai"]:
+        arguments = "".join(
+            call["function"].get("arguments", "")
+            for value in values for call in value["choices"][0]["delta"].get("tool_calls", [])
+        )
+        assert json.loads(arguments) == {"a": "\ud800"}
+    else:
+        message = values[-1]["message"] if mode == ["--stream"] else values[0]
+        assert message["tool_calls"][0]["function"]["arguments"] == {"a": "\ud800"}

@@ -495,6 +495,14 @@ NOISE = TEXT + ["é", "\U0001d11e", "日本", "\u00a0", "\u2028", "\r\n", "\t", 
 DEFAULTS = [{}, {"role": "assistant"}, {"role": "assistant", "content": ""}, {"tool_calls": []}, {"extra": {"k": 1}}]
 
 
+def _default_fits(field, value) -> bool:
+    if not isinstance(field, dict):
+        return True
+    if field.get("join") is not None:
+        return value is None or isinstance(value, str)
+    return not field.get("repeats") or isinstance(value, list)
+
+
 @st.composite
 def rich_templates(draw) -> tuple[dict, dict]:
     """(template, meta): meta maps each field to what writes a region of it (open and close examples, content)."""
@@ -539,7 +547,9 @@ def rich_templates(draw) -> tuple[dict, dict]:
             "content": content,
         }
     template = {"fields": fields, **draw(st.sampled_from(ANCHORS))}
-    defaults = draw(st.sampled_from(DEFAULTS))
+    # (a default of the wrong type for its field, a dict for a repeating field, is refused at load, where
+    # transformers fails at the field's first match: issue 31, a deliberate difference listed in docs/limits.md)
+    defaults = {key: value for key, value in draw(st.sampled_from(DEFAULTS)).items() if _default_fits(fields.get(key), value)}
     if defaults or draw(st.booleans()):
         template["defaults"] = defaults
     if draw(st.integers(0, 9)) == 0:

@@ -395,3 +395,55 @@ def test_template_errors_quote_a_bounded_excerpt():
     template = with_field(content="json", content_args={"strip": "x" * 20_000})
     message = rejects(template, "content_args.strip must be a bool")
     assert "…" in message
+
+
+# -- what compiling a template's regexes may cost (issue 31, item 3) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(?:a|b|ab|ba){99999}x", r"((a{100}){100}){100}", r"[ab]{30000}", r"(?:<tag>){5000}"],
+)
+def test_a_pattern_that_unrolls_past_the_limit_is_refused_before_compiling(pattern):
+    template = fresh({"fields": {"content": {}, "call": {"open_pattern": pattern, "close": "</c>"}}})
+    tracemalloc.start()
+    try:
+        with pytest.raises(TemplateError, match=r"fields\['call'\]\.open_pattern unrolls to \d+ units.*MAX_PATTERN_SIZE"):
+            load_template(template)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000  # (compiling the first one took 280 MB)
+
+
+def test_many_patterns_within_the_limit_each_are_refused_together():
+    # 16 such fields of 1.7 KB took 55 s and 5.2 GB to load
+    fields = {f"f{index}": {"open_pattern": f"(?:a|b|ab|ba){{1800}}<{index}>", "close": "."} for index in range(16)}
+    with pytest.raises(TemplateError, match="MAX_TEMPLATE_PATTERN_SIZE"):
+        load_template(fresh({"fields": {"content": {}, **fields}}))
+
+
+def test_a_tag_pattern_is_bounded_too():
+    args = {"tag_pattern": r"<(?P<key>\w+)>(?P<value>(?:.|\n){40000})</(?P=key)>"}
+    template = fresh({"fields": {"content": {}, "call": {"open": "<c>", "close": "</c>", "content": "xml-inline", "content_args": args}}})
+    with pytest.raises(TemplateError, match=r"content_args\.tag_pattern unrolls"):
+        load_template(template)
+
+
+def test_counted_repeats_within_the_limit_still_load():
+    template = fresh({"fields": {"content": {}, "call": {"open_pattern": r"<c id=[0-9a-f]{0,200}>", "close": "</c>"}}})
+    assert parse_response("hi<c id=0af>x</c>", template, prefix="") == {"content": "hi", "call": "x"}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "size"),
+    [("abc", 3), ("a{10}", 10), ("((a{10}){10}){10}", 1000), ("[ab]{5}", 5), (r"\{3}", 3), (r"\p{L}{4}", 4),
+     ("x{,7}", 7), ("a{2,}", 2), ("a{b}", 4)],
+)
+def test_pattern_size_counts_unrolled_repeats(pattern, size):
+    assert limits.pattern_size(pattern) == size
+
+
+def test_every_shipped_template_is_far_below_the_pattern_size_limits():
+    for name in list_templates():
+        limits.check_limits(get_template(name))  # raises past a limit

@@ -554,7 +554,7 @@ def test_regex_timeout_error_is_a_value_error():
     assert issubclass(RegexTimeoutError, ValueError)
 
 
-@pytest.mark.parametrize(("raw", "expected"), [("0.5", 0.5), ("bogus", 1.0), ("-3", 1.0), ("", 1.0)])
+@pytest.mark.parametrize(("raw", "expected"), [("0.5", 0.5), ("", 1.0), (" 2 ", 2.0), ("1e6", 1e6)])
 def test_the_default_regex_timeout_comes_from_the_environment(raw, expected, tmp_path):
     env = dict(os.environ, RESPONSE_TEMPLATES_REGEX_TIMEOUT=raw, RESPONSE_TEMPLATES_DISABLE="1")
     out = subprocess.run(

@@ -137,9 +137,10 @@ def _corpus_cases() -> list:
 CORPUS_CASES = _corpus_cases()
 
 
-def _stream(template, prefix, output, splits, *, tools=None, truncated=False, may_truncate=True):
+def _stream(template, prefix, output, splits, *, tools=None, truncated=False, may_truncate=True, malformed=None):
     adapter = OpenAIStreamAdapter(
-        template, prefix, tools=tools, model="m", id_factory=ids, may_truncate=may_truncate, created=0
+        template, prefix, tools=tools, model="m", id_factory=ids, may_truncate=may_truncate, created=0,
+        malformed=malformed,
     )
     chunks = []
     start = 0
@@ -171,7 +172,20 @@ def _overwrites(template, prefix, output, tools, truncated) -> bool:
 
 def _check_splits(template, prefix, output, tools, truncated, splits):
     expected_message = parse_response(output, template, prefix=prefix, tools=tools, truncated=truncated)
-    expected = to_openai_message(expected_message, id_factory=ids)
+    try:
+        expected = to_openai_message(expected_message, id_factory=ids)
+    except ValueError as error:
+        # a call a client cannot run (arguments that are not JSON...): the adapter raises as well under the default
+        # policy, and under malformed="content" the call's text is content (issue 31)
+        assert "OpenAI tool calls need a name" in str(error)
+        for may_truncate in [True] if truncated else [True, False]:
+            with pytest.raises(ValueError, match="OpenAI tool calls need a name"):
+                _stream(template, prefix, output, splits, tools=tools, truncated=truncated, may_truncate=may_truncate)
+        kept = parse_response(output, template, prefix=prefix, tools=tools, truncated=truncated, malformed="content")
+        chunks, adapter = _stream(template, prefix, output, splits, tools=tools, truncated=truncated, malformed="content")
+        assert adapter.message == kept
+        assert accumulate_chunks(chunks) == to_openai_message(kept, id_factory=ids)
+        return
     overwrite = _overwrites(template, prefix, output, tools, truncated)
     modes = [True] if truncated else [True, False]
     for may_truncate in modes:
@@ -508,3 +522,126 @@ def test_corpus_cut_anywhere_never_delivers_a_half_call(name, case, data):
         return  # this cut leaves something the template cannot parse (e.g. a required field missing)
     splits = data.draw(_splits_strategy(len(output)), label="splits")
     _check_splits(template, case.get("prefix", ""), output, case.get("tools"), True, splits)
+
+
+# -- hostile model output and tool schemas (issue 31, item 5) -----------------------------------------------
+
+
+def _adapter_stream(text, size=7, template="hermes", **options):
+    adapter = OpenAIStreamAdapter(template, prefix="", **options)
+    chunks = []
+    for start in range(0, len(text), size):
+        chunks += adapter.feed(text[start:start + size])
+    chunks += adapter.finish()
+    return accumulate_chunks(chunks), adapter
+
+
+def _hermes_call(body: str) -> str:
+    return "Hi <tool_call>\n" + body + "\n</tool_call>"
+
+
+def test_deeply_nested_arguments_streamed_early_raise_a_value_error_not_recursion():
+    text = _hermes_call('{"name": "f", "arguments": {"a": ' + "[" * 1200 + "]" * 1200 + "}}")
+    with pytest.raises(ValueError, match="nested more than 512 levels"):
+        _adapter_stream(text, may_truncate=False)
+
+
+BROKEN_CALLS = [
+    '{"arguments": {}}',
+    '{"name": 5, "arguments": {}}',
+    '{"name": {"x": 1}, "arguments": {}}',
+    '{"name": "", "arguments": {}}',
+    '{"name": "f", "arguments": "[1]"}',
+    '{"name": "f", "arguments": []}',
+    '{"name": "f", "arguments": [1]}',
+    '{"name": "f", "arguments": 5}',
+]
+
+
+@pytest.mark.parametrize("body", BROKEN_CALLS)
+def test_a_call_a_client_cannot_run_is_never_sent_as_a_call(body):
+    text = _hermes_call(body)
+    message, adapter = _adapter_stream(text, malformed="content")
+    assert "tool_calls" not in message
+    assert message["content"] == text  # kept where the model wrote it
+    assert message == to_openai_message(adapter.message)
+    message, _ = _adapter_stream(text, malformed="drop")
+    assert "tool_calls" not in message and message["content"] == "Hi"
+    assert "tool_calls" not in parse_response(text, "hermes", prefix="", malformed="content")
+    with pytest.raises(ValueError, match="OpenAI tool calls need a name and a JSON object of arguments"):
+        _adapter_stream(text)
+    with pytest.raises(ValueError, match="OpenAI tool calls need a name"):
+        to_openai_message(parse_response(text, "hermes", prefix=""))
+
+
+def test_arguments_text_that_is_not_json_is_passed_as_written():
+    # what a template that reads calls leniently keeps (and what OpenAI's own API may send: clients validate it)
+    text = _hermes_call('{"name": "f", "arguments": "not json"}')
+    for malformed in ("raise", "content", "drop"):
+        message, _ = _adapter_stream(text, malformed=malformed)
+        assert message["tool_calls"][0]["function"] == {"name": "f", "arguments": "not json"}
+
+
+def test_runnable_calls_still_pass_every_policy():
+    text = _hermes_call('{"name": "f", "arguments": "{\\"a\\": 1}"}') + "<tool_call>\n" + '{"name": "g", "arguments": {}}' + "\n</tool_call>"
+    for malformed in ("raise", "content", "drop"):
+        message, _ = _adapter_stream(text, malformed=malformed)
+        assert [call["function"]["name"] for call in message["tool_calls"]] == ["f", "g"]
+
+
+ID_TEMPLATE = {
+    "start_anchor": "<s>",
+    "fields": {
+        "content": {},
+        "tool_calls": {
+            "open": "<call>",
+            "close": "</call>",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "id": "{content.id}", "function": {"name": "{content.name}", "arguments": "{content.arguments}"}},
+        },
+    },
+}
+
+
+def test_duplicate_call_ids_the_model_wrote_are_made_unique():
+    text = "".join(f'<call>{{"id": "call_1", "name": "f{index}", "arguments": {{}}}}</call>' for index in range(3))
+    message = parse_response(text, ID_TEMPLATE, prefix="")
+    assert [call["id"] for call in message["tool_calls"]] == ["call_1"] * 3
+    ids = [call["id"] for call in to_openai_message(message)["tool_calls"]]
+    assert ids[0] == "call_1" and len(set(ids)) == 3
+    streamed, _ = _adapter_stream(text, template=ID_TEMPLATE)
+    ids = [call["id"] for call in streamed["tool_calls"]]
+    assert ids[0] == "call_1" and len(set(ids)) == 3
+    # an id factory that repeats itself cannot make them equal either
+    ids = [call["id"] for call in to_openai_message(message, id_factory=lambda index: "call_1")["tool_calls"]]
+    assert len(set(ids)) == 3
+
+
+WEATHER_CALL = _hermes_call('{"name": "f", "arguments": {"a": "1"}}')
+
+
+@pytest.mark.parametrize("may_truncate", [True, False])
+def test_a_bad_tool_schema_gets_a_clear_error(may_truncate):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"anyOf": 5}}}}}]
+    with pytest.raises(TypeError, match="parameter 'a' of 'f': a tool schema's 'anyOf' must be a list of schemas, got int"):
+        _adapter_stream(WEATHER_CALL, tools=tools, may_truncate=may_truncate)
+    with pytest.raises(TypeError, match="parameter 'a' of 'f'"):
+        parse_response(WEATHER_CALL, "hermes", prefix="", tools=tools)
+
+
+@pytest.mark.parametrize("may_truncate", [True, False])
+def test_a_3000_deep_tool_schema_works(may_truncate):
+    schema = {"type": "integer"}
+    for _ in range(3000):
+        schema = {"anyOf": [schema]}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": schema}}}}]
+    message, _ = _adapter_stream(WEATHER_CALL, tools=tools, may_truncate=may_truncate)
+    assert message["tool_calls"][0]["function"]["arguments"] == '{"a": 1}'
+
+
+def test_the_adapter_reads_schema_types_with_the_cores_one_definition():
+    from response_templates.integrations import openai_adapter
+
+    assert not hasattr(openai_adapter, "_schema_types")
+    assert openai_adapter.schema_types is __import__("response_templates.core.tools", fromlist=["x"]).schema_types

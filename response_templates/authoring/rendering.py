@@ -10,8 +10,12 @@ import contextlib
 import contextvars
 import functools
 import json
+import threading
+import time
 from datetime import datetime
 from typing import Any
+
+from ..core.errors import RenderTimeoutError
 
 
 def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
@@ -46,6 +50,65 @@ def frozen_clock():
         _NOW.reset(token)
 
 
+# Seconds of CPU time that rendering chat templates may take in one `verify` or `infer_template` call (or one
+# render_chat_template call outside them). Chat templates come from Hub repositories: two nested
+# `range(100000)` loops would otherwise render for hours. Real chat templates take milliseconds per render.
+RENDER_TIME_LIMIT = 30.0
+
+
+class _RenderBudget(threading.local):
+    deadline: float | None = None  # in this thread's CPU time (time.thread_time)
+    spent = False  # the budget of the call in progress ran out (later renders of the call fail at once)
+
+
+_render_budget = _RenderBudget()
+
+
+@contextlib.contextmanager
+def render_budget():
+    """One rendering time budget (RENDER_TIME_LIMIT) for every render inside; nested uses join the outer one. Yields
+    the budget: its `spent` says whether it ran out."""
+    if _render_budget.deadline is not None:
+        yield _render_budget
+        return
+    try:
+        _render_budget.spent = False
+        _render_budget.deadline = time.thread_time() + RENDER_TIME_LIMIT
+        yield _render_budget
+    finally:
+        _render_budget.deadline = None
+
+
+def _render_check() -> None:
+    deadline = _render_budget.deadline
+    if deadline is not None and (_render_budget.spent or time.thread_time() > deadline):
+        _render_budget.spent = True
+        raise RenderTimeoutError(render_timeout_message())
+
+
+def render_timeout_message() -> str:
+    return (
+        f"rendering the chat template took more than RENDER_TIME_LIMIT ({RENDER_TIME_LIMIT:g} s of CPU time; a loop "
+        "that runs that long, such as nested range(100000), is taken for a hostile template)"
+    )
+
+
+def _budgeted(iterable):
+    """What a `for` loop of a chat template iterates over, with the rendering time checked at each step."""
+    for item in iterable:
+        _render_check()
+        yield item
+
+
+def _budget_loops(tree) -> None:
+    """Every `for` loop of a parsed chat template iterates through `_budgeted` (loops and macro calls are the only
+    ways a template's rendering time can outgrow its size: calls are checked by the environment's `call`)."""
+    from jinja2 import nodes
+
+    for loop in tree.find_all(nodes.For):
+        loop.iter = nodes.Call(nodes.Name("__render_budgeted", "load"), [loop.iter], [], None, None)
+
+
 _ENV = None
 
 
@@ -56,6 +119,11 @@ def _environment():
         from jinja2.ext import Extension, loopcontrols
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+        class _BudgetedEnvironment(ImmutableSandboxedEnvironment):
+            def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's own signature
+                _render_check()
+                return super().call(__context, __obj, *args, **kwargs)
+
         class _Generation(Extension):
             # `{% generation %}...{% endgeneration %}` marks assistant text for training masks; rendering ignores it.
             tags = {"generation"}
@@ -65,10 +133,11 @@ def _environment():
                 body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
                 return nodes.Scope(body).set_lineno(lineno)
 
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, loopcontrols])
+        env = _BudgetedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, loopcontrols])
         env.filters["tojson"] = _tojson
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
+        env.globals["__render_budgeted"] = _budgeted
         _ENV = env
     return _ENV
 
@@ -76,7 +145,10 @@ def _environment():
 @functools.lru_cache(maxsize=64)
 def compiled_chat_template(chat_template: str):
     # Compiling is the slow part of rendering, and verify renders each chat template many times.
-    return _environment().from_string(chat_template)
+    environment = _environment()
+    tree = environment.parse(chat_template)
+    _budget_loops(tree)
+    return environment.from_string(tree)
 
 
 def render_chat_template(
@@ -89,15 +161,17 @@ def render_chat_template(
     eos_token: str = "",
     **kwargs: Any,
 ) -> str:
-    """Render a chat template source the way transformers does (sandboxed jinja2)."""
-    return compiled_chat_template(chat_template).render(
-        messages=messages,
-        tools=tools,
-        add_generation_prompt=add_generation_prompt,
-        bos_token=bos_token,
-        eos_token=eos_token,
-        **kwargs,
-    )
+    """Render a chat template source the way transformers does (sandboxed jinja2), within the rendering time
+    budget (RENDER_TIME_LIMIT; raises RenderTimeoutError past it)."""
+    with render_budget():
+        return compiled_chat_template(chat_template).render(
+            messages=messages,
+            tools=tools,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            **kwargs,
+        )
 
 
 SAMPLE_TOOLS: list[dict[str, Any]] = [

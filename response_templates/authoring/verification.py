@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import RenderTimeoutError
 from ..library.entries import check_options
 from .rendering import (
     SAMPLE_TOOLS,
@@ -22,7 +23,9 @@ from .rendering import (
     compiled_chat_template,
     frozen_clock,
     generated_part,
+    render_budget,
     render_chat_template,
+    render_timeout_message,
 )
 
 __all__ = [
@@ -298,8 +301,24 @@ def verify(
 
     Raises `TemplateError` for an invalid response template and ValueError for a chat template that does not
     compile, once, before any case runs; what goes wrong in a case (rendering, parsing, a different message) is
-    reported in that case.
+    reported in that case. Rendering has a time budget (rendering.RENDER_TIME_LIMIT): a chat template that renders
+    longer raises RenderTimeoutError.
     """
+    with render_budget() as budget:
+        report = _verify(template, chat_template, options=options, supports=supports)
+        if budget.spent:  # (the cases that hit it were reported as failed renders: the whole check is void)
+            raise RenderTimeoutError(f"verify: {render_timeout_message()}")
+    return report
+
+
+def _verify(
+    template: Any,
+    chat_template: str | os.PathLike,
+    *,
+    options: dict | None = None,
+    supports: dict | None = None,
+) -> VerifyReport:
+    """`verify` without the rendering budget."""
     from ..core.template import load_template
 
     if isinstance(template, dict) and "template" in template and "fields" not in template:

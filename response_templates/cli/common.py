@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any, NoReturn
 
@@ -194,8 +195,14 @@ def read_input_text(path: str | None, what: str) -> str:
     return read_text(path, what)
 
 
+# A lone surrogate (`"\ud800"` in JSON the model wrote) cannot be written as UTF-8: it is printed escaped, as JSON
+# allows inside a string (the only place one can be), so the output reads back to the same value.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def print_json(value: Any, *, indent: int | None = None) -> None:
-    print(json.dumps(value, ensure_ascii=False, indent=indent))
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    print(_LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text))
 
 
 def template_name(args: argparse.Namespace) -> str:

@@ -22,6 +22,7 @@ from .errors import (
     excerpt,
     open_budget,
     regex_time_left,
+    retry_after_timeout,
     timeout_message,
 )
 from .limits import MAX_CALL_LIST_NESTING, JSONTooDeepError, load_json
@@ -200,7 +201,12 @@ def _finditer(pattern: str, text: str) -> list:
         if _untimed_tags(pattern, text):
             regex_time_left()  # the budget of the call may already be spent
             return list(compiled.finditer(text))
-        return list(compiled.finditer(text, timeout=regex_time_left()))
+        while True:
+            try:
+                return list(compiled.finditer(text, timeout=regex_time_left()))
+            except TimeoutError:
+                if not retry_after_timeout():  # (other threads advanced regex's clock: run it again)
+                    raise
     except TimeoutError:
         raise RegexTimeoutError(timeout_message(f"xml-inline: tag_pattern {excerpt(pattern)}")) from None
     finally:

@@ -15,6 +15,7 @@ from .errors import (
     RegexTimeoutError,
     excerpt,
     regex_time_left,
+    retry_after_timeout,
     timeout_message,
 )
 from .regex_syntax import REGEX_ONLY_SYNTAX, work
@@ -266,13 +267,15 @@ def _quick(item: WatchItem):
 
 
 def timed_call(item: WatchItem, operation, *args, **kwargs):
-    try:
-        return operation(*args, timeout=regex_time_left(), **kwargs)
-    except TimeoutError:
-        key = f"{item.kind}_pattern"
-        raise RegexTimeoutError(
-            timeout_message(f"field {item.field.name!r}: {key} {excerpt(item.delimiter.regex.pattern)}")
-        ) from None
+    while True:
+        try:
+            return operation(*args, timeout=regex_time_left(), **kwargs)
+        except TimeoutError:
+            if not retry_after_timeout():  # (other threads advanced regex's clock: run it again)
+                break
+    # the timeout stands
+    key = f"{item.kind}_pattern"
+    raise RegexTimeoutError(timeout_message(f"field {item.field.name!r}: {key} {excerpt(item.delimiter.regex.pattern)}"))
 
 
 def pattern_scan_item(item: WatchItem, buffer: str, pos: int, eos: bool) -> tuple[Any, int]:

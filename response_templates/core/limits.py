@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterable
 from itertools import accumulate
 from typing import Any
@@ -25,6 +26,11 @@ MAX_NESTING = 32  # levels of dicts and lists in the template, the template itse
 MAX_VALUES = 10_000  # values in the whole template (every dict entry, list item and the template itself)
 # characters of all the strings of the template (keys included): bounds the regex compilation of its delimiters
 MAX_TEMPLATE_CHARS = 32_768
+# What compiling a template's regexes may cost. `regex` unrolls a counted repeat (`x{1000}` is compiled much as 1,000
+# copies of x), so a pattern of a few characters may compile to gigabytes: `(?:a|b|ab|ba){99999}x` took 280 MB and a
+# second. `pattern_size` counts what a pattern unrolls to (see there); both bounds apply before anything is compiled.
+MAX_PATTERN_SIZE = 20_000  # unrolled size of one regex (the shipped templates' largest is about 2,000)
+MAX_TEMPLATE_PATTERN_SIZE = 50_000  # unrolled size of all the regexes of a template together
 # Content read from model output: levels of arrays and objects a `json` region (or a JSON-typed tool argument) may
 # nest. Deeper JSON is not parsed (a ValueError, or the text itself with `allow_non_json`).
 MAX_JSON_DEPTH = 512
@@ -53,6 +59,7 @@ def _short(text: str, size: int = 60) -> str:
 def check_limits(spec: dict) -> None:
     """Refuse a template past one of the limits above (raises `TemplateError`). Types are not checked here: what
     is not of the expected type is left to the validation that follows."""
+    _sizes.total = 0
     fields = spec.get("fields")
     fields = fields if isinstance(fields, dict) else {}
     if len(fields) > MAX_FIELDS:
@@ -127,11 +134,92 @@ def _check_delimiters(spec: dict, field_name: Any) -> None:
         _check_pattern(spec.get(key), template_location(field_name, key))
 
 
+class _Sizes(threading.local):
+    total = 0  # unrolled size of the regexes of the template being checked, so far
+
+
+_sizes = _Sizes()
+
+
 def _check_pattern(pattern: Any, where: str) -> None:
-    if isinstance(pattern, str) and len(pattern) > MAX_PATTERN_LENGTH:
+    if not isinstance(pattern, str):
+        return
+    if len(pattern) > MAX_PATTERN_LENGTH:
         raise TemplateError(
             f"{where} is {len(pattern)} characters long; a regex may have at most {MAX_PATTERN_LENGTH}: {_short(pattern)}"
         )
+    size = pattern_size(pattern)
+    if size > MAX_PATTERN_SIZE:
+        raise TemplateError(
+            f"{where} unrolls to {size} units when compiled (each counted repeat such as {{1000}} copies what it "
+            f"repeats); a regex may unroll to at most {MAX_PATTERN_SIZE} (MAX_PATTERN_SIZE): {_short(pattern)}"
+        )
+    _sizes.total += size
+    if _sizes.total > MAX_TEMPLATE_PATTERN_SIZE:
+        raise TemplateError(
+            f"{where}: the regexes of response_template unroll to more than {MAX_TEMPLATE_PATTERN_SIZE} units "
+            f"together when compiled (MAX_TEMPLATE_PATTERN_SIZE; counted repeats such as {{1000}} copy what they repeat)"
+        )
+
+
+_COUNTED = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
+_BRACED_ESCAPE = re.compile(r"\\[pPNxuUgk][{<]")
+
+
+def pattern_size(pattern: str) -> int:
+    """About how large `regex` compiles `pattern`, counted without compiling it: every character 1 (an escape, a
+    character class: 1), a group the sum of what it holds, and what a counted repeat (`{m}`, `{m,n}`, `{m,}`,
+    `{,n}`) applies to, that many times (the larger bound), nested repeats multiplying. Text the count cannot read
+    precisely is counted on the high side (a brace in a class counts as a repeat)."""
+    totals = [0]  # the size so far of each group open around the position
+    last = 0  # the size of the atom or group before the position (what a repeat applies to)
+    position, end = 0, len(pattern)
+    while position < end:
+        char = pattern[position]
+        if char == "\\":
+            braced = _BRACED_ESCAPE.match(pattern, position)
+            if braced is not None:
+                closer = pattern.find("}" if pattern[braced.end() - 1] == "{" else ">", braced.end())
+                position = end if closer < 0 else closer + 1
+            else:
+                position += 2
+            last = 1
+        elif char == "[":
+            # the class ends at the first "]" that can end it (the earliest: what follows is counted, not skipped)
+            inner = position + 1
+            if inner < end and pattern[inner] == "^":
+                inner += 1
+            if inner < end and pattern[inner] == "]":
+                inner += 1
+            while inner < end and pattern[inner] != "]":
+                inner += 2 if pattern[inner] == "\\" else 1
+            position, last = inner + 1, 1
+        elif char == "(":
+            totals.append(0)
+            position += 1
+            continue
+        elif char == ")":
+            if len(totals) > 1:
+                last = max(1, totals.pop())
+            else:
+                last = 1
+            position += 1
+        elif char == "{":
+            counted = _COUNTED.match(pattern, position)
+            if counted is None or not (counted.group(1) or counted.group(3)):
+                position, last = position + 1, 1
+            else:
+                low = int(counted.group(1) or 0)
+                high = int(counted.group(3)) if counted.group(3) else low
+                copies = max(low, high, 1)
+                totals[-1] += last * (copies - 1)
+                last *= copies
+                position = counted.end()
+                continue
+        else:
+            position, last = position + 1, 1
+        totals[-1] += last
+    return sum(totals)
 
 
 def _check_content_args(args: dict, where: str) -> None:

@@ -19,7 +19,7 @@ from .errors import (
 )
 from .template import CompiledTemplate
 from .token_ids import strip_markers
-from .tools import type_tool_calls
+from .tools import call_problem, type_tool_calls
 
 logger = logging.getLogger("response_templates")
 
@@ -131,7 +131,9 @@ def settle_checked(
     region's text does not parse and the policy is "content" or "drop": a `region_discard` event, followed with
     "content" by the events of the content region that received the region's raw text (delimiters included)."""
     try:
-        return settle(field, body, captures, output, tool_params, strip), None
+        # (under "content" and "drop", a call without a name or with arguments that are JSON of something other than
+        # an object is malformed too: a client cannot run it; under "raise", as transformers, it is kept as parsed)
+        return settle(field, body, captures, output, tool_params, strip, malformed != "raise"), None
     except RegexTimeoutError:
         raise  # a hostile template, not a damaged output
     except (ValueError, RecursionError) as error:
@@ -205,14 +207,21 @@ def cut_safe(found: tuple, text: str, pos: int) -> bool:
     return True
 
 
-def settle(field: Any, body: str, captures: dict, output: dict, tool_params: dict, strip: bool) -> Any:
-    """Compute a closed region's value and store it in the message (set, appended, or joined). Returns the value."""
+def settle(
+    field: Any, body: str, captures: dict, output: dict, tool_params: dict, strip: bool, check_calls: bool = False
+) -> Any:
+    """Compute a closed region's value and store it in the message (set, appended, or joined). Returns the value.
+    With `check_calls`, a `tool_calls` value holding a call a client cannot run raises ValueError (see call_problem)."""
     value = field_value(field, body, captures)
     if strip:
         value = strip_markers(value)
     if tool_params and "value_parser_by" not in field.content_args:
         value = type_tool_calls(value, tool_params, field.content in TYPED_SYNTAX)
     name = field.name
+    if check_calls and name == "tool_calls":
+        problem = call_problem(value, shaped_only=True)
+        if problem is not None:
+            raise ValueError(problem)
     if field.join is not None:
         if not isinstance(value, str):
             raise ValueError(f"field {name!r}: 'join' needs each match to parse to a string, got {type(value).__name__}")

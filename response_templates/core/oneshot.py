@@ -43,7 +43,7 @@ from typing import Any
 import regex
 
 from .backtracking import CHAIN_RUN, LONG_RUN, ambiguous_repeats, nested_repeats, shared_class
-from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
+from .errors import RegexTimeoutError, excerpt, regex_time_left, retry_after_timeout, timeout_message
 from .pattern_scan import min_width
 from .regex_syntax import (
     NAMED_GROUP,
@@ -482,6 +482,7 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
         timed = seen[1]
     size = len(text)
     match = None
+    origin = pos
     try:
         # the time left, read once for the timed searches: it raises when the budget of the call is spent (the
         # searches below are few and short, so the timed ones may take what was left at the start of this call;
@@ -533,6 +534,8 @@ def find_short(plan: ShortPlan, text: str, pos: int) -> tuple | None:
                 plan.costs[0] += (perf_counter() - timing) / (size - pos)
                 plan.costs[1] += 1
     except TimeoutError:
+        if retry_after_timeout():  # other threads advanced regex's clock, not this search: run it again
+            return find_short(plan, text, origin)
         raise _timeout(plan.culprit) from None
     work[0] += size - pos
     if match is None:
@@ -549,6 +552,7 @@ def find_near(plan: ShortPlan, text: str, pos: int) -> tuple | None:
     match = None
     timed = _timed_for(plan, text)
     size = len(text)
+    origin = pos
     try:
         if pos == 0 and plan.begins:
             match = plan.match(text, 0, timeout=regex_time_left()) if timed else plan.match(text, 0)
@@ -569,6 +573,8 @@ def find_near(plan: ShortPlan, text: str, pos: int) -> tuple | None:
             else:
                 return FAR
     except TimeoutError:
+        if retry_after_timeout():  # other threads advanced regex's clock, not this search: run it again
+            return find_near(plan, text, origin)
         raise _timeout(plan.culprit) from None
     work[0] += _CANDIDATES
     return _resolve(plan, text, match, timed)
@@ -605,6 +611,8 @@ def _resolve(plan: ShortPlan, text: str, match: Any, timed: bool) -> tuple | Non
             slow = other_timed == _TIMED or (other_timed == _GATED and timed)
             found = other_matcher(text, start, timeout=regex_time_left()) if slow else other_matcher(text, start)
         except TimeoutError:
+            if retry_after_timeout():  # other threads advanced regex's clock, not this search: run it again
+                return _resolve(plan, text, match, timed)
             raise _timeout(other) from None
         if found is None:
             continue

@@ -18,6 +18,7 @@ The parts: `delimiters` finds the delimiter to commit next, `message` turns clos
 
 from __future__ import annotations
 
+import pickle
 import sys
 from typing import Any, NamedTuple
 
@@ -136,6 +137,37 @@ class ResponseParser:
                     self._run(self.initial_events if _events else None, eos=False)
         self._counted = self._base + len(self._buffer)
         self._heat()
+
+    # -- pickling -----------------------------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict:
+        """What was fed and decided, without what is derived from the compiled template (its watches and the
+        caches of the scan, keyed by object ids): the template pickles as its dict, the rest is rebuilt on load."""
+        state = self.__dict__.copy()
+        if self._decoder is not None:
+            try:
+                pickle.dumps(self._decoder)
+            except Exception as error:
+                raise TypeError(
+                    f"this ResponseParser decodes token ids with a tokenizer that cannot be pickled ({error}); pickle "
+                    "a parser made without tokenizer= (feeding text), or pickle the tokenizer's fast backend"
+                ) from error
+        for key in ("_fields", "_watch", "_hot"):
+            del state[key]
+        state["_memo"] = {}  # (how far each delimiter's scan got: a fresh scan from the position finds the same)
+        state["_clean"] = False
+        state["_checked"] = -1
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        compiled = self.template
+        self._fields = compiled.fields
+        name = self._current
+        self._watch = compiled.idle_watch if name is None or name == compiled.implicit else compiled.field_watch[name]
+        self._hot = None
+        if not self._finalized:
+            self._heat()
 
     # -- public API ---------------------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, cast
 import regex
 
 from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
-from .errors import RegexTimeoutError, TemplateError, excerpt, regex_time_left, timeout_message
+from .errors import RegexTimeoutError, TemplateError, excerpt, regex_time_left, retry_after_timeout, timeout_message
 from .fast_path import build_fast_path
 from .limits import MAX_REPEAT_PRODUCT, MAX_VALUE_PARSER_NESTING, check_limits, template_location
 from .pattern_scan import analyze
@@ -188,6 +188,11 @@ class CompiledTemplate:
         """A deep copy of the template dict this was compiled from."""
         return copy.deepcopy(self.source)
 
+    def __reduce__(self):
+        # pickled as the template dict it came from (compiled regexes and closures do not pickle; compiling again
+        # gives the same template, and an equal one already compiled in the process is reused)
+        return (load_template, (self.source,))
+
     def truncate_prefix(self, prefix: str) -> str:
         """What follows the last start anchor in the prompt (the whole prompt when there is none)."""
         anchor = self.simple_anchor
@@ -218,6 +223,8 @@ class CompiledTemplate:
             for match in matches:
                 end = match.end()
         except TimeoutError:
+            if retry_after_timeout():  # other threads advanced regex's clock, not this search: run it again
+                return self.truncate_prefix(prefix)
             raise RegexTimeoutError(
                 timeout_message(f"response_template.start_anchor_pattern {excerpt(self.start_anchor.regex.pattern)} on the prompt")
             ) from None
@@ -680,6 +687,7 @@ def _compile(spec: Any) -> CompiledTemplate:
         if not isinstance(name, str) or not name:
             raise TemplateError(f"response_template.fields: field names must be non-empty strings, got {name!r}")
         fields[name] = _field(name, field_spec)
+    _check_defaults(defaults, fields)
     implicit = [name for name, field in fields.items() if field.open is None]
     if len(implicit) > 1:
         raise TemplateError(
@@ -729,10 +737,32 @@ def _compile(spec: Any) -> CompiledTemplate:
     )
 
 
-# Compiled templates by the id of the dict they came from (checked against a snapshot, so a mutated or recycled
-# dict is recompiled; a change `==` cannot see, such as 1 -> true or reordered keys, is not noticed), and by content
-# (the repr) for equal templates held in other dicts.
-_BY_ID: dict[int, tuple[dict, CompiledTemplate]] = {}
+def _check_defaults(defaults: dict, fields: dict) -> None:
+    """A default of a field is where its matches are added: a repeating field appends to a list, a `join` field
+    adds to a string (or starts from None). Anything else would load and then fail at the first match."""
+    for name, value in defaults.items():
+        field = fields.get(name)
+        if field is None:
+            continue
+        where = f"response_template.defaults[{name!r}]"
+        if field.join is not None:
+            if value is not None and not isinstance(value, str):
+                raise TemplateError(
+                    f"{where} must be a string or null: field {name!r} joins its matches into a string ('join'), "
+                    f"got {type(value).__name__} {excerpt(value)}"
+                )
+        elif field.repeats and not isinstance(value, list):
+            raise TemplateError(
+                f"{where} must be a list: field {name!r} repeats (each match is appended to a list), got "
+                f"{type(value).__name__} {excerpt(value)}"
+            )
+
+
+# Compiled templates by the id of the dict they came from, and by content (the repr) for equal templates held in
+# other dicts. An entry by id holds the dict itself, so that its id cannot be given to another dict while the entry
+# lives (a new dict at a freed dict's address got the freed one's template), and a snapshot of it, so that a dict
+# changed in place is compiled again (a change `==` cannot see, such as 1 -> true or reordered keys, is not noticed).
+_BY_ID: dict[int, tuple[dict, dict, CompiledTemplate]] = {}
 _BY_CONTENT: dict[str, CompiledTemplate] = {}
 _CACHE_LIMIT = 256
 
@@ -769,8 +799,8 @@ def load_template(spec: dict | str | CompiledTemplate) -> CompiledTemplate:
     if isinstance(spec, str):
         spec = _library_template(spec)
     cached = _BY_ID.get(id(spec))
-    if cached is not None and cached[0] == spec:
-        return cached[1]
+    if cached is not None and cached[0] is spec and cached[1] == spec:
+        return cached[2]
     if not isinstance(spec, dict):
         raise TemplateError(f"response_template must be a dict, got {type(spec).__name__}")
     check_limits(spec)  # size limits first: everything below is linear in the size of a template within them
@@ -787,5 +817,5 @@ def load_template(spec: dict | str | CompiledTemplate) -> CompiledTemplate:
         _BY_CONTENT[key] = compiled
     if len(_BY_ID) >= _CACHE_LIMIT:
         _BY_ID.clear()
-    _BY_ID[id(spec)] = (compiled.source, compiled)
+    _BY_ID[id(spec)] = (spec, compiled.source, compiled)
     return compiled

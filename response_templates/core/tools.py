@@ -72,9 +72,54 @@ def schema_types(schema: Any) -> tuple[str, ...]:
                 if kind == "null":
                     last_null = len(found) - 1
         stack.append((node, start))
-        options = [option for union in ("anyOf", "oneOf") for option in node.get(union) or []]
+        options = []
+        for union in ("anyOf", "oneOf"):
+            listed = node.get(union)
+            if listed is None:
+                continue
+            if not isinstance(listed, list):
+                raise TypeError(f"a tool schema's {union!r} must be a list of schemas, got {type(listed).__name__} {listed!r:.80}")
+            options += listed
         stack.extend((option, None) for option in reversed(options))
     return tuple(found)
+
+
+def call_problem(value: Any, *, shaped_only: bool = False) -> str | None:
+    """What makes the value of a `tool_calls` region not a list of calls a client can run, or None: each call needs a
+    name (a non-empty string), and arguments that are not JSON of something other than an object (`[1]`, `"[]"`,
+    `5`). Arguments that are text but not JSON pass: a template that reads calls leniently keeps what the model wrote
+    there (so does OpenAI's own API: clients validate arguments). Calls are `{"type": "function", "function":
+    {"name", "arguments"}}`, or bare `{"name", "arguments"}`; with `shaped_only`, values of another shape (a custom
+    template's own dicts) are not judged."""
+    stack = [value]
+    position = 0
+    while stack:
+        call = stack.pop()
+        if isinstance(call, list):  # a list of calls, or a repeated region's own list of them
+            stack.extend(reversed(call))
+            continue
+        where = f"tool call {position}"
+        position += 1
+        if not isinstance(call, dict):
+            if shaped_only:
+                continue
+            return f"{where} is not an object (got {type(call).__name__})"
+        inner = call.get("function")
+        function: dict = inner if isinstance(inner, dict) else call
+        if shaped_only and function is call and "name" not in call and "arguments" not in call:
+            continue
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            return f"{where} has no name (a non-empty string): got {name!r:.80}"
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = load_json(arguments)
+            except ValueError:
+                continue  # text as the model wrote it (see above)
+        if arguments is not None and not isinstance(arguments, dict):
+            return f"{where} ({name!r}): its arguments must be a JSON object, got {type(arguments).__name__} {arguments!r:.80}"
+    return None
 
 
 def _as_integer(raw: str) -> Any:
@@ -146,7 +191,10 @@ def _type_call(value: Any, parameters: dict[str, dict], typed_syntax: bool) -> N
     for key, argument in arguments.items():
         if key not in properties:
             continue
-        types = schema_types(properties[key])
+        try:
+            types = schema_types(properties[key])
+        except TypeError as error:
+            raise TypeError(f"tools: parameter {key!r} of {name!r}: {error}") from None
         if not types or (typed_syntax and "string" in types):
             continue
         if isinstance(argument, str):

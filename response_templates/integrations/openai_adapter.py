@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import re
 import time
 import uuid
@@ -61,6 +62,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, cast
 
 from ..core.message import check_truncated
+
+from ..core.limits import load_json
+from ..core.tools import call_problem, schema_types
 
 logger = logging.getLogger(__name__)
 
@@ -121,9 +125,33 @@ def _call_parts(call: Any) -> tuple[str | None, str, Any, str]:
     return call_id, kind, function.get("name"), arguments_text(function.get("arguments"))
 
 
-def _openai_call(call: Any, index: int, id_factory: Callable[[int], str]) -> dict:
+def _openai_call(call: Any, index: int, id_factory: Callable[[int], str], used: set) -> dict:
     call_id, kind, name, arguments = _call_parts(call)
-    return {"id": call_id or id_factory(index), "type": kind, "function": {"name": name, "arguments": arguments}}
+    return {"id": _unique_id(call_id, index, id_factory, used), "type": kind, "function": {"name": name, "arguments": arguments}}
+
+
+def _unique_id(call_id: str | None, index: int, id_factory: Callable[[int], str], used: set) -> str:
+    """The call's own id unless an earlier call of the message has it (clients match tool results by id: a model
+    may write the same id twice), else a made one, itself unique."""
+    if not call_id or call_id in used:
+        call_id = id_factory(index)
+        extra = 0
+        while call_id in used:
+            extra += 1
+            call_id = f"{id_factory(index)}_{extra}"
+    used.add(call_id)
+    return call_id
+
+
+def _check_calls(calls: list) -> None:
+    """A call a client cannot run (no name, arguments that are not a JSON object) is not sent as a call: under
+    malformed="content" or "drop" the parser keeps it out of tool_calls; under "raise" it ends here."""
+    problem = call_problem(calls)
+    if problem is not None:
+        raise ValueError(
+            f"{problem}: OpenAI tool calls need a name and a JSON object of arguments (pass malformed='content' to "
+            "keep such output as content, or malformed='drop')"
+        )
 
 
 def to_openai_message(message: dict, *, id_factory: Callable[[int], str] | None = None) -> dict:
@@ -142,7 +170,9 @@ def to_openai_message(message: dict, *, id_factory: Callable[[int], str] | None 
         result[key] = render_text(value)
     calls = _as_calls(message.get(_TOOL_CALLS))
     if calls:
-        result[_TOOL_CALLS] = [_openai_call(call, index, id_factory) for index, call in enumerate(calls)]
+        _check_calls(calls)
+        used: set = set()
+        result[_TOOL_CALLS] = [_openai_call(call, index, id_factory, used) for index, call in enumerate(calls)]
     return result
 
 
@@ -267,24 +297,6 @@ def _early_call_keys(info: _FieldInfo) -> tuple[str, str] | None:
     return None
 
 
-def _schema_types(schema: Any) -> set[str]:
-    if not isinstance(schema, dict):
-        return set()
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        found = {declared}
-    elif isinstance(declared, list):
-        found = {kind for kind in declared if isinstance(kind, str)}
-    else:
-        found = set()
-    for union in ("anyOf", "oneOf"):
-        for option in schema.get(union) or []:
-            found |= _schema_types(option)
-    if schema.get("nullable"):
-        found.add("null")
-    return found
-
-
 def _tool_properties(tools: list | None) -> dict[str, dict] | None:
     """Tool name -> schema properties; None when some tool is not a JSON schema (we cannot predict its casts)."""
     properties: dict[str, dict] = {}
@@ -304,7 +316,7 @@ _RECASTING_TYPES = {"integer", "number", "boolean", "null", "object", "array"}
 
 def _schema_keeps(value: Any, schema: Any) -> bool:
     """Whether casting by the tool schema certainly leaves this JSON argument value as it is."""
-    types = _schema_types(schema)
+    types = set(schema_types(schema))
     if not types & _RECASTING_TYPES:
         return True
     if isinstance(value, str):
@@ -467,7 +479,7 @@ class _EarlyCall:
             return
         for path, key, raw in self.scanner.feed(text):
             try:
-                value = json.loads(raw)
+                value = load_json(raw)  # (bounded depth: a value nested past MAX_JSON_DEPTH is a ValueError)
             except ValueError:
                 self.stopped = True
                 return
@@ -498,7 +510,11 @@ class _EarlyCall:
         schema = (self.properties or {}).get(self.name, {}) if self.properties is not None else None
         while self.waiting:
             key, value = self.waiting[0]
-            if schema is None or (key in schema and not _schema_keeps(value, schema[key])):
+            try:
+                keeps = schema is not None and (key not in schema or _schema_keeps(value, schema[key]))
+            except TypeError as error:
+                raise TypeError(f"tools: parameter {key!r} of {self.name!r}: {error}") from None
+            if not keeps:
                 self.stopped = True  # the schema may recast this value: the rest waits for the close
                 break
             self.waiting.pop(0)
@@ -591,10 +607,23 @@ class OpenAIStreamAdapter:
         self._current: str | None = None
         self._early: _EarlyCall | None = None
         self._calls_sent = 0
+        self._ids: set[str] = set()  # the ids of the calls sent (each unique)
         self._started = False
         self._finished = False
         self.message: dict | None = None
         self.mismatch = False
+
+    def __getstate__(self) -> dict:
+        # everything pickles (the parser with its state) but a call-id factory defined in a function or a lambda:
+        # say so, rather than pickle's "Can't pickle local object"
+        try:
+            pickle.dumps(self.id_factory)
+        except Exception as error:
+            raise TypeError(
+                f"this OpenAIStreamAdapter cannot be pickled: its id_factory {self.id_factory!r} cannot ({error}); "
+                "pass a function defined at module level (or functools.partial of one)"
+            ) from error
+        return self.__dict__.copy()
 
     # public API
 
@@ -753,7 +782,7 @@ class OpenAIStreamAdapter:
         if early.name is not None and early.index is None:
             early.index = self._calls_sent
             self._calls_sent += 1
-            header = {"index": early.index, "id": self.id_factory(early.index), "type": "function"}
+            header = {"index": early.index, "id": _unique_id(None, early.index, self.id_factory, self._ids), "type": "function"}
             header["function"] = {"name": early.name, "arguments": ""}
             deltas.append({_TOOL_CALLS: [header]})
         arguments = early.take_argument_text()
@@ -780,6 +809,7 @@ class OpenAIStreamAdapter:
             self._settle_text(field, render_text(self._mirror[field]), deltas)
 
     def _send_calls(self, calls: list, early: _EarlyCall | None, deltas: list[dict]) -> None:
+        _check_calls(calls)
         for position, call in enumerate(calls):
             call_id, kind, name, arguments = _call_parts(call)
             if position == 0 and early is not None and early.index is not None:
@@ -792,7 +822,7 @@ class OpenAIStreamAdapter:
                 continue
             index = self._calls_sent
             self._calls_sent += 1
-            header = {"index": index, "id": call_id or self.id_factory(index), "type": kind}
+            header = {"index": index, "id": _unique_id(call_id, index, self.id_factory, self._ids), "type": kind}
             header["function"] = {"name": name, "arguments": ""}
             deltas.append({_TOOL_CALLS: [header]})
             if arguments:

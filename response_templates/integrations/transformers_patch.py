@@ -100,7 +100,9 @@ def _resolve_template(tokenizer: Any, explicit: Any) -> Any:
     own = getattr(tokenizer, "response_template", None)
     if isinstance(own, str):
         # A library name is for the Python API; a tokenizer (and its tokenizer_config.json) holds the template itself.
-        raise ValueError(
+        from ..core.errors import TemplateError
+
+        raise TemplateError(
             f"response_template must be a dict, got str {own!r:.60}: a tokenizer holds the template itself "
             "(for a library template: tokenizer.response_template = response_templates.get_template(NAME))"
         )

@@ -14,7 +14,7 @@ from typing import Any
 from ...core.errors import InferenceError
 from ...integrations.transformers_patch import TOKENIZER_CONFIG
 from .. import files
-from ..rendering import frozen_clock
+from ..rendering import frozen_clock, render_budget, render_timeout_message
 from ..verification import verify
 from .assemble import build, calls_end_bare_reasoning
 from .calls import call_object_head, content_wrapper_in_call_turn, infer_calls
@@ -123,13 +123,20 @@ def infer_template(chat_template: str, *, tokenizer: Any = None, render_kwargs: 
                 kwargs[key] = value
     kwargs.update(render_kwargs or {})
     reasons: list[str] = []
-    try:
-        with frozen_clock():  # every probe and verify render sees the same time (templates that write the clock)
-            return _infer(chat_template, kwargs, reasons)
-    except InferenceError as error:
-        reasons.append(str(error))
-    except Exception as error:  # the chat template itself failed: a finding, reported
-        reasons.append(f"the chat template failed to render a probe: {type(error).__name__}: {error}")
+    # every probe and verify render sees the same time (templates that write the clock), and all of them share one
+    # rendering time budget (a hostile chat template must not keep the probes running for hours)
+    with render_budget() as budget:
+        try:
+            with frozen_clock():
+                inferred = _infer(chat_template, kwargs, reasons)
+            if not budget.spent:
+                return inferred
+        except InferenceError as error:
+            reasons.append(str(error))
+        except Exception as error:  # the chat template itself failed: a finding, reported
+            reasons.append(f"the chat template failed to render a probe: {type(error).__name__}: {error}")
+        if budget.spent:  # (the probes that hit it failed one by one: say why once, first)
+            reasons.insert(0, render_timeout_message())
     return InferredTemplate(template=None, confidence=0.0, verified="", reasons=reasons)
 
 
