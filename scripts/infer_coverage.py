@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from response_templates import library, parse_response  # noqa: E402
-from response_templates.infer import InferredTemplate, infer_template  # noqa: E402
-from response_templates.verification import _TOOLS, render_chat_template  # noqa: E402
+from response_templates.authoring.inference import InferredTemplate, infer_template  # noqa: E402
+from response_templates.authoring.rendering import SAMPLE_TOOLS, render_chat_template  # noqa: E402
 
 CORPORA = ROOT / "tests" / "data" / "corpora"
 README = ROOT / "README.md"
@@ -75,7 +75,7 @@ def renders_tool_calls(source: str, options: dict) -> bool:
         call = {"id": "call00001", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
         messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
         try:
-            text = render_chat_template(source, messages, tools=_TOOLS, bos_token=options.get("bos_token", ""),
+            text = render_chat_template(source, messages, tools=SAMPLE_TOOLS, bos_token=options.get("bos_token", ""),
                                         eos_token=options.get("eos_token", ""))
         except Exception:
             continue

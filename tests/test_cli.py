@@ -13,7 +13,7 @@ import pytest
 from response_templates import ResponseParser, parse_response
 from response_templates.cli import main
 from response_templates.library import get_entry, get_template, list_templates
-from response_templates.openai_adapter import accumulate_chunks, to_openai_message
+from response_templates.integrations.openai_adapter import accumulate_chunks, to_openai_message
 
 QWEN3_OUTPUT = (
     "<think>\nThe user wants the weather.\n</think>\n\nChecking.\n\n"
@@ -252,7 +252,7 @@ def test_verify_needs_a_chat_template(tmp_path, capsys, monkeypatch):
 
 
 def test_push_delegates_to_the_publisher(monkeypatch):
-    from response_templates import publish
+    from response_templates.cli import push as publish
 
     seen = {}
 
@@ -263,6 +263,13 @@ def test_push_delegates_to_the_publisher(monkeypatch):
     monkeypatch.setattr(publish, "main", fake_main)
     assert main(["push", "--family", "Qwen3", "--dry-run"]) == 3
     assert seen == {"argv": ["--family", "Qwen3", "--dry-run"], "kwargs": {"prog": "response-templates push"}}
+
+
+def test_push_help_names_the_command(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["push", "--help"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: response-templates push")
 
 
 def test_verify_every_listed_chat_template_in_subfolders(capsys):

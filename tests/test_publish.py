@@ -1,4 +1,4 @@
-"""End-to-end tests of the Hub publisher (response_templates.publish, scripts/push_templates.py).
+"""End-to-end tests of the Hub publisher (response_templates.authoring.publish, scripts/push_templates.py).
 
 The real huggingface_hub client talks to tests/hub_server.py, a Hub look-alike on 127.0.0.1 that records every
 request, commit and pull request. No network is used.
@@ -20,8 +20,9 @@ import huggingface_hub.constants as hf_constants  # noqa: E402
 
 from hub_server import FakeHub  # noqa: E402
 
-from response_templates import publish  # noqa: E402
-from response_templates.publish import KEY, PR_TITLE, insert_key  # noqa: E402
+from response_templates.authoring import publish  # noqa: E402
+from response_templates.authoring.publish import KEY, PR_TITLE, insert_key  # noqa: E402
+from response_templates.cli import push as push_command  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "hf_test_secret_token_0123456789"
@@ -75,7 +76,7 @@ def hub():
 
 def run(hub, argv=(), entries=None, token=TOKEN, verifier=None):
     api = huggingface_hub.HfApi(endpoint=hub.endpoint, token=token)
-    return publish.main(list(argv), api=api, entries=entries, verifier=verifier)
+    return push_command.main(list(argv), api=api, entries=entries, verifier=verifier)
 
 
 def posts(hub):
@@ -169,7 +170,7 @@ def test_pr_starts_from_the_commit_that_was_verified(hub):
             return super().create_commit(*args, **kwargs)
 
     api = RacingApi(endpoint=hub.endpoint, token=TOKEN)
-    assert publish.main([], api=api, entries=[make_entry(["org/toy-1"])]) == 0
+    assert push_command.main([], api=api, entries=[make_entry(["org/toy-1"])]) == 0
     assert hub.commits[0]["parent"] == read_sha and hub.commits[0]["header"]["parentCommit"] == read_sha
     assert repo.refs["main"] == "f" * 40  # main itself untouched
     assert hub.file("org/toy-1", "README.md", "refs/pr/1") is None
@@ -353,7 +354,7 @@ def test_network_error_is_reported_per_repo(capsys):
     with FakeHub() as dead:
         endpoint = dead.endpoint
     api = huggingface_hub.HfApi(endpoint=endpoint, token=TOKEN)
-    code = publish.main(["--dry-run"], api=api, entries=[make_entry(["org/a", "org/b"])])
+    code = push_command.main(["--dry-run"], api=api, entries=[make_entry(["org/a", "org/b"])])
     assert code == 1
     out = capsys.readouterr().out
     assert out.count("network error") == 2
@@ -443,7 +444,7 @@ def test_insert_key_refuses_bad_input():
 # The real library and the script
 
 
-TEMPLATES_DIR = ROOT / "response_templates" / "templates"
+TEMPLATES_DIR = ROOT / "response_templates" / "library" / "templates"
 
 
 def _chat_templates_dir_or_skip() -> Path:
@@ -472,7 +473,7 @@ def test_real_template_is_verified_and_published(hub, capsys):
     hub.add_repo(model, {"tokenizer_config.json": original})
     api = huggingface_hub.HfApi(endpoint=hub.endpoint, token=TOKEN)
 
-    assert publish.main(["--template-file", str(path), "--model", model], api=api) == 0, capsys.readouterr()
+    assert push_command.main(["--template-file", str(path), "--model", model], api=api) == 0, capsys.readouterr()
     assert len(hub.commits) == 1 and hub.commits[0]["create_pr"]
     new = json.loads(hub.file(model, "tokenizer_config.json", "refs/pr/1"))
     assert new[KEY] == entry["template"] and {k: v for k, v in new.items() if k != KEY} == json.loads(original)

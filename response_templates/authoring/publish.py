@@ -2,7 +2,7 @@
 
 For each selected model, the publisher reads the repository's ``tokenizer_config.json`` and chat template(s)
 at the current head of ``main``, checks the library template against those chat templates with
-:func:`response_templates.verify` (in `response_templates.verification`), and opens a pull request that adds a single key,
+:func:`response_templates.verify` (in `response_templates.authoring.verification`), and opens a pull request that adds a single key,
 ``response_template``, to ``tokenizer_config.json``. Nothing else in the file changes: the key is inserted as
 text, with the file's own indentation, separators and line endings, and the result is checked to differ
 from the original only by that key.
@@ -15,7 +15,6 @@ Command line: ``python scripts/push_templates.py --help`` or ``response-template
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import inspect
 import json
@@ -23,7 +22,7 @@ import re
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
@@ -66,14 +65,14 @@ class RepoResult:
 
 def library_entries() -> list[dict]:
     """All entries of the shipped template library, as metadata dicts ("name", "family", "models", ...)."""
-    from . import library
+    from ..library import get_entry, list_templates
 
-    return [library.get_entry(name) for name in library.list_templates()]
+    return [get_entry(name) for name in list_templates()]
 
 
 def load_entry_file(path: str) -> dict:
     """A template data file in the library format (to publish a template before it ships), validated."""
-    from .library import validate_entry
+    from ..library.entries import validate_entry
 
     try:
         with open(path, encoding="utf-8") as handle:
@@ -218,7 +217,7 @@ def unified_diff(repo_id: str, old: str, new: str) -> str:
 
 def _package_version() -> str:
     try:
-        from . import __version__
+        from .._version import __version__
     except ImportError:
         return ""
     return f" {__version__}"
@@ -706,108 +705,3 @@ def summary_table(results: Sequence[RepoResult]) -> str:
     shown = [OPENED if not any(r.status == WOULD_OPEN for r in results) else WOULD_OPEN, UNCHANGED, SKIPPED, FAILED]
     lines.append(", ".join(f"{counts[s]} {s}" for s in shown))
     return "\n".join(line.rstrip() for line in lines) + "\n"
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Command line
-
-
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description=(
-            "Open pull requests on the Hugging Face Hub that add the library's verified response templates to "
-            f"model repositories (the '{KEY}' key of {TOKENIZER_CONFIG}). Each template is verified against the "
-            "repository's own chat template first; repos that already hold it or have our pull request open are "
-            "skipped, so reruns are safe."
-        ),
-    )
-    parser.add_argument("--family", action="append", default=[], help="only templates of this family (repeatable)")
-    parser.add_argument("--template", action="append", default=[], metavar="NAME",
-                        help="only this library template (repeatable)")
-    parser.add_argument("--model", action="append", default=[], metavar="REPO_ID",
-                        help="only this Hub model id (repeatable); may also be one matched by a template's patterns")
-    parser.add_argument("--template-file", action="append", default=[], metavar="PATH",
-                        help="use this template data file instead of the library (repeatable)")
-    parser.add_argument("--chat-template", action="append", default=[], metavar="NAME",
-                        help="verify only against this named chat template of each repo, e.g. tool_use "
-                             "(default: all of them)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the change for each repository as a unified diff; write nothing")
-    parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the token saved by `hf auth login`)")
-    parser.add_argument("--endpoint", type=_endpoint_url,
-                        help="Hub endpoint URL (default: HF_ENDPOINT or https://huggingface.co)")
-    return parser
-
-
-def _endpoint_url(value: str) -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise argparse.ArgumentTypeError(f"not an http(s) URL: {value!r} (e.g. https://huggingface.co)")
-    return value
-
-
-def main(argv: Sequence[str] | None = None, *, api=None, entries: Iterable[dict] | None = None,
-         verifier: Callable | None = None, prog: str | None = None) -> int:
-    """Run the publisher. Returns 0 when nothing failed, 1 when some repository failed, 2 on usage errors.
-
-    ``api`` (an ``HfApi``), ``entries`` (library entries) and ``verifier`` can be injected for testing.
-    """
-    args = build_parser(prog).parse_args(argv)
-    err = sys.stderr
-    token = args.token
-    try:
-        if args.template_file:
-            entries = [load_entry_file(path) for path in args.template_file]
-        elif entries is None:
-            try:
-                entries = library_entries()
-            except ValueError as exc:  # a malformed library file: its message names the file and key
-                raise UsageError(f"cannot load the template library: {exc}") from exc
-        targets = select_targets(list(entries), families=args.family, names=args.template, models=args.model)
-        if not targets:
-            raise UsageError("nothing to publish: the selection contains no models")
-        try:
-            import huggingface_hub
-        except ImportError as exc:
-            raise UsageError("publishing needs huggingface_hub: pip install huggingface_hub") from exc
-        if api is None:
-            api = huggingface_hub.HfApi(endpoint=args.endpoint, token=token)
-        if token is None:
-            token = getattr(api, "token", None)
-            if not isinstance(token, str):  # None, or True for "the saved login"
-                token = huggingface_hub.get_token()
-        me = None
-        if token:
-            try:
-                me = api.whoami(token=token)["name"]
-            except Exception as exc:
-                if not args.dry_run:
-                    raise UsageError(f"cannot identify the Hub account of the token: {describe_error(exc)}") from exc
-        elif not args.dry_run:
-            raise UsageError("no Hub token: pass --token, set HF_TOKEN or run `hf auth login` (or use --dry-run)")
-    except UsageError as exc:
-        err.write(f"error: {_scrub(str(exc), token)}\n")
-        return 2
-
-    with tempfile.TemporaryDirectory(prefix="response-templates-push-") as cache_dir:
-        publisher = Publisher(api, dry_run=args.dry_run, me=me, verifier=verifier,
-                              chat_template_names=args.chat_template, cache_dir=cache_dir)
-        results = publisher.run(targets)
-    for r in results:
-        r.detail = _scrub(r.detail, token)
-    sys.stdout.write(_scrub(summary_table(results), token))
-    if args.dry_run:
-        sys.stdout.write("dry run: nothing was written to the Hub\n")
-    return 1 if any(r.status == FAILED for r in results) else 0
-
-
-def _scrub(text: str, token: str | None) -> str:
-    """Never let the token reach the output, whatever an error message contains."""
-    return text.replace(token, "***") if token else text
-
-
-if __name__ == "__main__":
-    sys.exit(main())
