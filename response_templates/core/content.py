@@ -241,9 +241,22 @@ def _finditer(pattern: str, text: str) -> list:
             close_budget()
 
 
+_ATTRIBUTE_ESCAPE = regex.compile(r"&(amp|quot|apos|lt|gt);")
+_ATTRIBUTE_CHARS = {"amp": "&", "quot": '"', "apos": "'", "lt": "<", "gt": ">"}
+
+
+def unescape_attribute(text: str) -> str:
+    """An XML attribute value as written (`a &amp; &quot;b&quot;` -> `a & "b"`), in one pass so that `&amp;quot;`
+    gives `&quot;`. Only the five predefined entities: chat templates escape no more (Kimi K3 escapes & and ")."""
+    if "&" not in text:
+        return text
+    return _ATTRIBUTE_ESCAPE.sub(lambda match: _ATTRIBUTE_CHARS[match.group(1)], text)
+
+
 def parse_xml_inline(text: str, args: dict) -> dict:
     """Shallow tags read by `tag_pattern` (named groups `key` and `value`) into a dict; `value_parser` parses the
-    values, `value_parser_by` picks the parser from another group, `merge_duplicates` lists repeated keys."""
+    values, `value_parser_by` picks the parser from another group, `merge_duplicates` lists repeated keys.
+    `unescape_attributes` (our extension, which transformers ignores) decodes XML entities in the keys."""
     pattern = args.get("tag_pattern")
     if pattern is None:
         raise ValueError("xml-inline: the content_arg 'tag_pattern' is required")
@@ -258,6 +271,7 @@ def parse_xml_inline(text: str, args: dict) -> dict:
                 f"(what that group captures -> a value parser), got {by!r}"
             )
     merge = args.get("merge_duplicates", False)
+    unescape = args.get("unescape_attributes", False)
     result: dict[str, Any] = {}
     listed: set[str] = set()
     # the groups are read by number (a lookup by name costs seven times more)
@@ -268,6 +282,8 @@ def parse_xml_inline(text: str, args: dict) -> dict:
         key = None if key_number is None else match.group(key_number)
         if key is None:
             raise ValueError(f"xml-inline: tag_pattern {pattern!r} has no named group 'key'")
+        if unescape:
+            key = unescape_attribute(key)
         parser = value_parser
         if by_group is not None:
             if by_number is None:

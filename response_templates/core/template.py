@@ -37,7 +37,11 @@ CONTENT_ARGS: dict[str, dict[str, Any]] = {
     "float": _STRIP,
     "bool": _STRIP,
     "json": {"strip": bool, "unquoted_keys": bool, "string_delims": list, "allow_non_json": bool},
-    "xml-inline": {"tag_pattern": str, "value_parser": dict, "value_parser_by": dict, "merge_duplicates": bool},
+    "xml-inline": {
+        "tag_pattern": str, "value_parser": dict, "value_parser_by": dict, "merge_duplicates": bool,
+        # ours (docs/differences.md): keys and the open/close captures are XML attribute values, entities decoded
+        "unescape_attributes": bool,
+    },
     "kv-lines": {"strip": bool, "line_sep": str, "kv_sep": str, "value_parser": dict},
     "python-call-list": {},
 }
