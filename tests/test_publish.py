@@ -17,7 +17,6 @@ import pytest
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
 import huggingface_hub.constants as hf_constants  # noqa: E402
-
 from hub_server import FakeHub  # noqa: E402
 
 from response_templates.authoring import publish  # noqa: E402
@@ -374,18 +373,18 @@ def test_selection_by_family_template_and_model():
     assert [m for m, _ in pick([a, b], names=["ALPHA"])] == ["org/a1", "org/a2"]
     assert [(m, e["name"]) for m, e in pick([a, b], models=["org/b7-extra", "org/a2"])] == [
         ("org/b7-extra", "beta"), ("org/a2", "alpha")]
-    with pytest.raises(publish.UsageError, match="no selected library template serves org/zzz"):
+    with pytest.raises(publish.PublishUsageError, match="no selected library template serves org/zzz"):
         pick([a, b], models=["org/zzz"])
     c = make_entry([], name="gamma", family="Gamma")
     c["model_patterns"] = [r"org/b.*"]
-    with pytest.raises(publish.UsageError, match="several templates \\(beta, gamma\\)"):
+    with pytest.raises(publish.PublishUsageError, match="several templates \\(beta, gamma\\)"):
         pick([a, b, c], models=["org/b7-extra"])
     assert [e["name"] for _, e in pick([a, b, c], names=["gamma"], models=["org/b7-extra"])] == ["gamma"]
     assert [e["name"] for _, e in pick([a, b, c], models=["org/b1"])] == ["beta"]  # listed beats patterns
     # Hub ids ignore letter case, as in the library's lookup: the publisher serves the same repos.
     assert [(m, e["name"]) for m, e in pick([a, b], models=["ORG/A2", "Org/B7-Extra"])] == [
         ("ORG/A2", "alpha"), ("Org/B7-Extra", "beta")]
-    with pytest.raises(publish.UsageError, match="no library template for family Delta"):
+    with pytest.raises(publish.PublishUsageError, match="no library template for family Delta"):
         pick([a, b], families=["Delta"])
 
 

@@ -24,7 +24,9 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-TOKENIZER_CONFIG = "tokenizer_config.json"
+from ..core.errors import PublishError, PublishUsageError
+from ..integrations.transformers_patch import TOKENIZER_CONFIG
+
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 CHAT_TEMPLATE_DIR = "additional_chat_templates/"
 LEGACY_CHAT_TEMPLATE_JSON = "chat_template.json"  # processors of older multimodal repos
@@ -39,14 +41,6 @@ FAILED = "failed"
 _STATUS_ORDER = (OPENED, WOULD_OPEN, UNCHANGED, SKIPPED, FAILED)
 
 PACKAGE_URL = "https://pypi.org/project/response-templates/"
-
-
-class PublishError(Exception):
-    """A problem with one repository; reported in the summary, the run goes on."""
-
-
-class UsageError(Exception):
-    """A problem with the command line or the selection; the run does not start."""
 
 
 @dataclass
@@ -79,7 +73,7 @@ def load_entry_file(path: str) -> dict:
             entry = json.load(handle)
         validate_entry(entry, path)
     except (OSError, ValueError) as exc:  # LibraryError and JSON errors are ValueErrors
-        raise UsageError(f"cannot use template file {path}: {exc}") from exc
+        raise PublishUsageError(f"cannot use template file {path}: {exc}") from exc
     return entry
 
 
@@ -95,7 +89,7 @@ def _entry_for_model(entries: Sequence[dict], model_id: str) -> dict | None:
     ]
     if len(matched) > 1:
         names = ", ".join(e["name"] for e in matched)
-        raise UsageError(f"{model_id} matches the patterns of several templates ({names}); pick one with --template")
+        raise PublishUsageError(f"{model_id} matches the patterns of several templates ({names}); pick one with --template")
     return matched[0] if matched else None
 
 
@@ -109,7 +103,7 @@ def select_targets(
     """(repo id, entry) pairs to publish, in library order, each repo once.
 
     ``families`` and ``names`` narrow the entries (case-insensitive); ``models`` picks repos, which may also be
-    served through an entry's ``model_patterns``. Raises UsageError when a filter matches nothing.
+    served through an entry's ``model_patterns``. Raises PublishUsageError when a filter matches nothing.
     """
     chosen = list(entries)
     if families:
@@ -117,19 +111,19 @@ def select_targets(
         chosen = [e for e in chosen if str(e.get("family", "")).lower() in wanted]
         if not chosen:
             known = sorted({str(e.get("family")) for e in entries})
-            raise UsageError(f"no library template for family {', '.join(families)} (known: {', '.join(known)})")
+            raise PublishUsageError(f"no library template for family {', '.join(families)} (known: {', '.join(known)})")
     if names:
         wanted = {n.lower() for n in names}
         chosen = [e for e in chosen if e["name"].lower() in wanted]
         if not chosen:
-            raise UsageError(f"no library template named {', '.join(names)}")
+            raise PublishUsageError(f"no library template named {', '.join(names)}")
 
     targets: list[tuple[str, dict]] = []
     if models:
         for model_id in models:
             entry = _entry_for_model(chosen, model_id)
             if entry is None:
-                raise UsageError(f"no selected library template serves {model_id}")
+                raise PublishUsageError(f"no selected library template serves {model_id}")
             targets.append((model_id, entry))
     else:
         targets = [(model_id, e) for e in chosen for model_id in e.get("models", ())]
@@ -180,7 +174,7 @@ def insert_key(text: str, key: str, value: Any) -> str:
     multiline = bool(first and first.group(1))
 
     if multiline:
-        indent = first.group(2)
+        indent = first.group(2)  # type: ignore[union-attr]  # multiline implies `first` matched
         rendered = json.dumps(value, indent=indent, separators=(",", key_sep), ensure_ascii=ensure_ascii)
         rendered = rendered.replace("\n", newline + indent)
         member = f"{indent}{json.dumps(key)}{key_sep}{rendered}"

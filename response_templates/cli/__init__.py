@@ -19,6 +19,7 @@ import importlib
 import sys
 from typing import Sequence
 
+from ..authoring.files import NotJSON, UnreadableFile
 from .common import PROG, ArgumentParser, CLIError, fail
 
 # One module per command, each with `add_parser(subparsers)` and `run(args)`; they import what their work needs
@@ -57,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as error:
         fail(str(error))
         return error.status
+    except (UnreadableFile, NotJSON) as error:  # a file named on the command line: a usage error
+        fail(str(error))
+        return 2
     except KeyboardInterrupt:
         fail("interrupted")
         return 130

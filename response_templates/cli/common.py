@@ -8,7 +8,10 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
+
+from ..authoring.files import decode_text, read_json, read_text
+from ..integrations.transformers_patch import TOKENIZER_CONFIG
 
 PROG = "response-templates"
 
@@ -49,6 +52,8 @@ def library_entry(name: str) -> dict:
 
 def list_entries() -> list[dict]:
     library = library_module()
+    if hasattr(library, "list_entries"):
+        return library.list_entries()  # metadata only: listing compiles no template
     found = library.list_templates()
     entries = []
     for item in found:
@@ -71,38 +76,10 @@ def _unwrap(data: Any, where: str) -> Any:
     raise CLIError(f"{where}: expected a JSON object (a response template or a library entry)")
 
 
-def _decode(data: bytes, what: str, where: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        bad = data[error.start : error.start + 1].hex()
-        raise InputError(
-            f"{what} {where} is not UTF-8 text: byte 0x{bad} at offset {error.start} ({error.reason})"
-        ) from None
-
-
-def read_file_text(path: str, what: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as error:
-        raise CLIError(f"cannot read {what} {path!r}: {error.strerror or error}") from None
-    return _decode(data, what, repr(path))
-
-
-def read_json(path: str, what: str) -> Any:
-    text = read_file_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise CLIError(f"{what} {path!r} is not valid JSON: {error}") from None
-
-
 def looks_like_file(value: str) -> bool:
     return os.path.sep in value or value.endswith(".json") or os.path.isfile(value)
 
 
-TOKENIZER_CONFIG = "tokenizer_config.json"
 
 
 def is_tokenizer_config(data: Any, path: str) -> bool:
@@ -118,12 +95,12 @@ def tokenizer_chat_templates(config: dict, config_path: str) -> dict[str, str]:
     found = {}
     jinja = os.path.join(folder, "chat_template.jinja")
     if os.path.isfile(jinja):
-        found["chat_template.jinja"] = read_file_text(jinja, "chat template")
+        found["chat_template.jinja"] = read_text(jinja, "chat template")
         extra = os.path.join(folder, "additional_chat_templates")
         if os.path.isdir(extra):
             for name in sorted(os.listdir(extra)):
                 if name.endswith(".jinja"):
-                    found[name] = read_file_text(os.path.join(extra, name), "chat template")
+                    found[name] = read_text(os.path.join(extra, name), "chat template")
         return found
     value = config.get("chat_template")
     if isinstance(value, str):
@@ -213,8 +190,8 @@ def read_input_text(path: str | None, what: str) -> str:
         if stream is None:  # a text stream (tests, embedding): already decoded
             return sys.stdin.read()
         # bytes, decoded strictly: a locale's lenient decoding would smuggle lone surrogates into the output
-        return _decode(stream.read(), what, "<stdin>")
-    return read_file_text(path, what)
+        return decode_text(stream.read(), what, "<stdin>")
+    return read_text(path, what)
 
 
 def print_json(value: Any, *, indent: int | None = None) -> None:
@@ -227,7 +204,7 @@ def template_name(args: argparse.Namespace) -> str:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, no usage dump
         raise CLIError(f"{message} (see `{self.prog} --help`)")
 
 

@@ -54,8 +54,8 @@ def _infer(args: argparse.Namespace) -> int:
 def _cli_diff(args: argparse.Namespace) -> int:
     import difflib
 
+    from ..authoring.files import read_text
     from ..authoring.inference import InferenceError, infer_template
-    from ..authoring.inference.infer import read_text
     from ..library import get_entry
 
     try:
@@ -74,7 +74,7 @@ def _cli_diff(args: argparse.Namespace) -> int:
         path = os.path.join(folder, item["file"])
         if not os.path.isfile(path):
             raise InferenceError(f"{path}: no such file (listed by {args.diff!r})")
-        result = infer_template(read_text(path), render_kwargs=tokens)
+        result = infer_template(read_text(path, "chat template").replace("\r\n", "\n"), render_kwargs=tokens)
         print(f"== {item['file']}")
         if args.json:
             print(json.dumps({"library": entry["template"], **result.to_dict()}, indent=2, ensure_ascii=False))

@@ -8,7 +8,8 @@ import argparse
 import sys
 from typing import Any
 
-from .common import PROG, CLIError, InputError, print_json, read_input_text, read_json, resolve_template, template_name
+from ..authoring.files import read_json
+from .common import PROG, CLIError, InputError, print_json, read_input_text, resolve_template, template_name
 
 
 def run(args: argparse.Namespace) -> int:

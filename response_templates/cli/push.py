@@ -14,7 +14,7 @@ from ..authoring.publish import (
     KEY,
     TOKENIZER_CONFIG,
     Publisher,
-    UsageError,
+    PublishUsageError,
     describe_error,
     library_entries,
     load_entry_file,
@@ -86,14 +86,14 @@ def main(argv: Sequence[str] | None = None, *, api=None, entries: Iterable[dict]
             try:
                 entries = library_entries()
             except ValueError as exc:  # a malformed library file: its message names the file and key
-                raise UsageError(f"cannot load the template library: {exc}") from exc
+                raise PublishUsageError(f"cannot load the template library: {exc}") from exc
         targets = select_targets(list(entries), families=args.family, names=args.template, models=args.model)
         if not targets:
-            raise UsageError("nothing to publish: the selection contains no models")
+            raise PublishUsageError("nothing to publish: the selection contains no models")
         try:
             import huggingface_hub
         except ImportError as exc:
-            raise UsageError("publishing needs huggingface_hub: pip install huggingface_hub") from exc
+            raise PublishUsageError("publishing needs huggingface_hub: pip install huggingface_hub") from exc
         if api is None:
             api = huggingface_hub.HfApi(endpoint=args.endpoint, token=token)
         if token is None:
@@ -106,10 +106,10 @@ def main(argv: Sequence[str] | None = None, *, api=None, entries: Iterable[dict]
                 me = api.whoami(token=token)["name"]
             except Exception as exc:
                 if not args.dry_run:
-                    raise UsageError(f"cannot identify the Hub account of the token: {describe_error(exc)}") from exc
+                    raise PublishUsageError(f"cannot identify the Hub account of the token: {describe_error(exc)}") from exc
         elif not args.dry_run:
-            raise UsageError("no Hub token: pass --token, set HF_TOKEN or run `hf auth login` (or use --dry-run)")
-    except UsageError as exc:
+            raise PublishUsageError("no Hub token: pass --token, set HF_TOKEN or run `hf auth login` (or use --dry-run)")
+    except PublishUsageError as exc:
         err.write(f"error: {_scrub(str(exc), token)}\n")
         return 2
 

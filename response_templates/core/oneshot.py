@@ -35,16 +35,15 @@ streaming search (`delimiters.find_delimiter`) takes over, as it does for every 
 
 from __future__ import annotations
 
+import re
+import warnings
 from time import perf_counter
 from typing import Any
 
-import re
-import warnings
-
 import regex
 
-from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
 from .backtracking import CHAIN_RUN, LONG_RUN, ambiguous_repeats, nested_repeats, shared_class
+from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
 from .pattern_scan import min_width
 from .regex_syntax import (
     NAMED_GROUP,
@@ -76,7 +75,8 @@ _SHORT_CANDIDATES = 2
 # answer: only the time differs.
 _COMBINED_MOST = 256
 _TRIALS = 3
-FAR = object()
+# A sentinel, compared with `is` only; typed Any so it may stand where a found delimiter (a tuple) or None is expected.
+FAR: Any = object()
 _WRAPPER = "_rt_alternative_{}"
 
 
@@ -103,7 +103,7 @@ class ShortPlan:
         # when no delimiter is always timed but some are unless the text has no long run of the characters their
         # repeats share (`scan.PatternScan.shared_runs`): a search for such a run; `seen` is (the last text, found)
         self.gate = gate
-        self.seen = (None, True)
+        self.seen: tuple[str | None, bool] = (None, True)
         self.culprit = culprit  # the item a timeout of the combined search names
         self.single = single
         self.bound = bound  # where the search may begin (`_Bound`), or None: at the position

@@ -48,10 +48,12 @@ import copy
 import functools
 from typing import Any, Sequence
 
+from ..core.message import MALFORMED_POLICIES
+
 NAME = "response_templates"
 MALFORMED_ENV = "RESPONSE_TEMPLATES_MALFORMED"
-_POLICIES = ("raise", "content", "drop")
-_REASONING_FIELDS = ("reasoning_content", "thinking")
+# The message keys engines read reasoning from: our name and the one vLLM and SGLang use.
+REASONING_FIELDS = ("reasoning_content", "thinking")
 
 __all__ = ["MALFORMED_ENV", "NAME", "host_unavailable", "malformed_policy", "register", "resolve_template"]
 
@@ -62,10 +64,10 @@ def malformed_policy() -> str:
     import os
 
     value = os.environ.get(MALFORMED_ENV, "").strip().lower() or "raise"
-    if value not in _POLICIES:
+    if value not in MALFORMED_POLICIES:
         raise ValueError(
             f"{MALFORMED_ENV}={os.environ[MALFORMED_ENV]!r}: the vLLM plugin of response-templates takes "
-            f"{', '.join(_POLICIES)} (what to do with a tool call whose text does not parse)"
+            f"{', '.join(MALFORMED_POLICIES)} (what to do with a tool call whose text does not parse)"
         )
     return value
 
@@ -252,7 +254,7 @@ def _route_parser_manager(parser_cls: type) -> None:
                                 f"of {kwargs.get('model_name')!r}: {error}") from error
         return _Composed
 
-    composed._response_templates = True
+    composed._response_templates = True  # type: ignore[attr-defined]  # a mark on the function: never wrapped twice
     setattr(manager, method, classmethod(composed))
 
 
@@ -278,7 +280,8 @@ def _classes() -> dict[str, type]:
         load_template(template)  # a broken template fails at startup, with the field and key at fault
         return template
 
-    class ResponseTemplatesReasoningParser(ReasoningParser):
+    # (the ignores on the three bases: vLLM's classes, only known at run time)
+    class ResponseTemplatesReasoningParser(ReasoningParser):  # type: ignore[valid-type, misc]
         """Registered as `--reasoning-parser response_templates`; `ResponseTemplatesParser` does the parsing."""
 
         def __init__(self, tokenizer, *args, **kwargs):
@@ -293,13 +296,13 @@ def _classes() -> dict[str, type]:
 
         def extract_reasoning(self, model_output, request):
             message = parse_response(model_output, self.response_template, prefix="")
-            reasoning = next((message[k] for k in _REASONING_FIELDS if message.get(k) is not None), None)
+            reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
             return reasoning, message.get("content")
 
         def extract_reasoning_streaming(self, *args, **kwargs):
             raise NotImplementedError(f"{NAME}: ResponseTemplatesParser streams reasoning")
 
-    class ResponseTemplatesToolParser(ToolParser):
+    class ResponseTemplatesToolParser(ToolParser):  # type: ignore[valid-type, misc]
         """Registered as `--tool-call-parser response_templates`; `ResponseTemplatesParser` does the parsing."""
 
         supports_required_and_named = False  # the calls are read in the model's own format
@@ -310,7 +313,7 @@ def _classes() -> dict[str, type]:
         def extract_tool_calls_streaming(self, *args, **kwargs):
             raise NotImplementedError(f"{NAME}: ResponseTemplatesParser streams tool calls")
 
-    class ResponseTemplatesParser(Parser):
+    class ResponseTemplatesParser(Parser):  # type: ignore[valid-type, misc]
         """Reasoning, content and tool calls in one pass of this package's parser."""
 
         reasoning_parser_cls = ResponseTemplatesReasoningParser
@@ -417,7 +420,7 @@ def _classes() -> dict[str, type]:
             openai = to_openai_message(message, id_factory=self._new_id)
             reasoning = openai.get("reasoning_content")
             if reasoning is None:
-                reasoning = next((message[k] for k in _REASONING_FIELDS if message.get(k) is not None), None)
+                reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
             if self._reasoning_parser is None and reasoning:
                 reasoning = None  # only parsed when asked for
             calls = None
@@ -521,6 +524,7 @@ def _classes() -> dict[str, type]:
                 else:
                     ready.append(call)
             if finished and self._held:
+                assert self._adapter is not None  # parse_delta made it before calling this
                 kept = len(to_openai_message(self._adapter.message or {}).get("tool_calls") or ())
                 ready += [call for index, call in sorted(self._held.items()) if index < kept]
                 self._held.clear()
@@ -540,7 +544,7 @@ def _classes() -> dict[str, type]:
     def _reasoning_closed(template: dict, tokenizer: Any, input_ids: Sequence[int]) -> bool:
         """Whether the reasoning is over at the end of `input_ids` (a prompt): no reasoning field is open there."""
         fields = template.get("fields") or {}
-        if not any(k in fields for k in _REASONING_FIELDS):
+        if not any(k in fields for k in REASONING_FIELDS):
             return True
         try:
             parser = ResponseParser(template, _decode(tokenizer, list(input_ids)))
@@ -552,7 +556,7 @@ def _classes() -> dict[str, type]:
                 open_field = event.get("field")
             elif event["type"] == "region_close":
                 open_field = None
-        return open_field not in _REASONING_FIELDS
+        return open_field not in REASONING_FIELDS
 
     return {
         "reasoning": ResponseTemplatesReasoningParser,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..core.errors import TemplateError
+from ..core.errors import LibraryError, TemplateError, UnknownTemplateError
 from ..core.template import load_template
 
 __all__ = [
@@ -19,13 +19,14 @@ __all__ = [
     "UnknownTemplateError",
     "VERIFY_OPTION_KEYS",
     "check_options",
+    "check_template",
     "entry_error",
     "validate_entry",
 ]
 
 VERIFY_OPTION_KEYS = frozenset(
     {"scenarios", "render_kwargs", "tools_always", "reasoning_in_content", "bos_token", "eos_token", "arguments", "cases", "skip_cases", "reasoning_synthesis",
-     "source_edits", "reasoning_key"}
+     "source_edits", "reasoning_key", "tools_shape"}
 )
 _SCENARIO_KEYS = frozenset({"name", "render_kwargs", "reasoning"})
 
@@ -56,6 +57,7 @@ def check_options(options: dict) -> None:
         bad = set(scenario) - _SCENARIO_KEYS
         if bad:
             raise ValueError(f"verify options: scenarios[{i}] has unknown keys {sorted(bad)}")
+    key: str | None  # option names, then the value of reasoning_key
     for key, parts in (("reasoning_synthesis", ("prefill", "close")), ("reasoning_in_content", ("open", "close"))):
         value = options.get(key)
         if value is not None and (not isinstance(value, dict) or set(value) != set(parts)
@@ -69,6 +71,8 @@ def check_options(options: dict) -> None:
         raise ValueError("verify options: 'reasoning_key' must be a message key name such as 'thinking'")
     if options.get("arguments", "dict") not in ("dict", "json_string"):
         raise ValueError("verify options: 'arguments' must be 'dict' or 'json_string'")
+    if options.get("tools_shape", "wrapped") not in ("wrapped", "function"):
+        raise ValueError("verify options: 'tools_shape' must be 'wrapped' or 'function'")
     edits = options.get("source_edits", [])
     if not isinstance(edits, list):
         raise ValueError("verify options: 'source_edits' must be a list")
@@ -91,17 +95,6 @@ _OPTIONAL = {"model_patterns", "same_format", "notes", "verify"}
 _SUPPORTS = ("reasoning", "tool_calls", "parallel_tool_calls")
 
 
-class LibraryError(ValueError):
-    """A library file is malformed; the message names the file and the key."""
-
-
-class UnknownTemplateError(KeyError):
-    """No library template has that name."""
-
-    def __str__(self) -> str:  # KeyError would show the repr of the message
-        return str(self.args[0]) if self.args else ""
-
-
 def entry_error(source: str, key: str, problem: str) -> LibraryError:
     """The error for a library file whose `key` is wrong."""
     return LibraryError(f"{source}: '{key}' {problem}")
@@ -114,8 +107,11 @@ def _string_list(entry: dict, key: str, source: str) -> list[str]:
     return value
 
 
-def validate_entry(entry: Any, source: str, *, stem: str | None = None) -> None:
-    """Check one library entry's metadata and template; raise LibraryError naming `source` and the key."""
+def validate_entry(entry: Any, source: str, *, stem: str | None = None, compile_template: bool = True) -> None:
+    """Check one library entry's metadata and template; raise LibraryError naming `source` and the key.
+
+    `compile_template=False` checks the metadata only: the library loads every file that way (cheap) and compiles a
+    template when it is first asked for (`check_template`), so the first parse pays for one template, not all."""
     if not isinstance(entry, dict):
         raise LibraryError(f"{source}: the file must hold a JSON object, got {type(entry).__name__}")
     missing = sorted(_REQUIRED - set(entry))
@@ -184,6 +180,13 @@ def validate_entry(entry: Any, source: str, *, stem: str | None = None) -> None:
     if "verify" in entry:
         _check_verify(entry["verify"], source, "verify")
 
+    if compile_template:
+        check_template(entry, source)
+
+
+def check_template(entry: dict, source: str) -> None:
+    """Validate and compile an entry's template (kept in the compiled-template cache: the first parse with it then
+    compiles nothing); raise LibraryError naming `source`."""
     try:
         load_template(entry["template"])
     except TemplateError as e:

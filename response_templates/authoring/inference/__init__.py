@@ -23,8 +23,9 @@ reasoning), `calls` and `markup` (tool-call syntax), `assemble` (the template), 
 final verification); `result` holds what is returned.
 """
 
+from ...core.errors import InferenceError
 from .infer import infer_for_tokenizer, infer_template, load_chat_template
-from .result import InferenceError, InferredResponseTemplate, InferredTemplate
+from .result import InferredResponseTemplate, InferredTemplate
 
 __all__ = [
     "InferenceError",

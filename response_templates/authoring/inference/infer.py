@@ -6,19 +6,21 @@ reads a chat template from a file, a tokenizer_config.json or a model folder.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import warnings
 from typing import Any
 
+from ...core.errors import InferenceError
+from ...integrations.transformers_patch import TOKENIZER_CONFIG
+from .. import files
 from ..rendering import frozen_clock
 from ..verification import verify
 from .assemble import build, calls_end_bare_reasoning
 from .calls import call_object_head, content_wrapper_in_call_turn, infer_calls
 from .markup import citation_markup, damaged_output_reasons
 from .probes import TOKEN, Renderer, esc, user_message
-from .result import InferenceError, InferredResponseTemplate, InferredTemplate
+from .result import InferredResponseTemplate, InferredTemplate
 from .turns import (
     KNOWN_REASONING,
     Reasoning,
@@ -47,13 +49,14 @@ def load_chat_template(path: str | os.PathLike) -> tuple[str, dict]:
     """
     path = os.fspath(path)
     settings: dict = {}
+    config: str | dict  # a file's path, or its contents
     if os.path.isdir(path):
-        config = os.path.join(path, "tokenizer_config.json")
+        config = os.path.join(path, TOKENIZER_CONFIG)
         if os.path.isfile(config):
             settings = _token_settings(_read_json(config))
         jinja = os.path.join(path, "chat_template.jinja")
         if os.path.isfile(jinja):
-            return read_text(jinja), settings
+            return _read_text(jinja), settings
         if os.path.isfile(config):
             return _template_from_config(_read_json(config), config), settings
         raise InferenceError(f"{path}: no chat_template.jinja or tokenizer_config.json in this directory")
@@ -62,19 +65,21 @@ def load_chat_template(path: str | os.PathLike) -> tuple[str, dict]:
     if path.endswith(".json"):
         config = _read_json(path)
         return _template_from_config(config, path), _token_settings(config)
-    return read_text(path), settings
+    return _read_text(path), settings
 
 
-def read_text(path: str) -> str:
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8").replace("\r\n", "\n")
+def _read_text(path: str) -> str:
+    try:
+        return files.read_text(path, "chat template").replace("\r\n", "\n")
+    except ValueError as error:
+        raise InferenceError(str(error)) from None
 
 
 def _read_json(path: str) -> dict:
     try:
-        data = json.loads(read_text(path))
+        data = files.read_json(path, "tokenizer config")
     except ValueError as error:
-        raise InferenceError(f"{path}: not valid JSON ({error})") from None
+        raise InferenceError(str(error)) from None
     if not isinstance(data, dict):
         raise InferenceError(f"{path}: expected a JSON object")
     return data
@@ -190,7 +195,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     conventional_reasoning(turn, reasoning or guessed, reasons)
     split_prefill(turn, reasoning or guessed)
     if reasoning or guessed:
-        turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
+        turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)  # type: ignore[union-attr]  # one is set
     if arguments_error is None:
         prefilled_segment_marker(r, turn, reasons)
     calls = None
@@ -259,7 +264,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             scenarios = [dict(s, reasoning=False) for s in scenarios]
         options["scenarios"] = scenarios
     anchors = list(dict.fromkeys(turn.anchors))
-    markers = {"start_anchor": anchors if len(anchors) > 1 else turn.anchor, "end_of_turn": turn.end,
+    markers: dict[str, Any] = {"start_anchor": anchors if len(anchors) > 1 else turn.anchor, "end_of_turn": turn.end,
                "prompt_prefill": turn.prefill}
     if turn.content_open:
         markers.update(content_open=turn.content_open, content_close=turn.content_close)

@@ -7,10 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-class InferenceError(Exception):
-    """Inference gave up; the message says why."""
-
-
 @dataclass
 class InferredTemplate:
     """What `infer_template` found.
