@@ -53,3 +53,25 @@ def reference_parse_or_ours():
     import response_templates
 
     return response_templates.parse_response
+
+
+def check_against_transformers(parse, case: dict, where: str) -> None:
+    """Compare transformers' answer on a corpus case with the case's `expected`. A case that shows one of the
+    deliberate differences (docs/differences.md) names it in `transformers_differs` and records what transformers
+    gives instead: `transformers_expected` (a message) or `transformers_raises: true` (a ValueError)."""
+    def run():
+        return parse(case["output"], case["template_dict"], prefix=case["prefix"], tools=case.get("tools"))
+
+    if "transformers_differs" not in case:
+        assert run() == case["expected"], where
+        return
+    assert isinstance(case["transformers_differs"], str) and "docs/differences.md" in case["transformers_differs"], (
+        f"{where}: transformers_differs must say which difference of docs/differences.md this is"
+    )
+    if case.get("transformers_raises"):
+        with pytest.raises(ValueError):
+            run()
+        return
+    answer = run()
+    assert answer == case["transformers_expected"], f"{where}: transformers gives {answer!r}"
+    assert answer != case["expected"], f"{where}: transformers now agrees; drop transformers_differs"

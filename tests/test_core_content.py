@@ -353,9 +353,17 @@ def test_python_call_list_rejects_lone_surrogates(body):
     assert position(err) == 5
 
 
-@pytest.mark.parametrize("body", [r'[f(s="\x41")]', r'[f(s="\u12")]', '[f(s="a\nb")]', '[f(s="open)]'])
+@pytest.mark.parametrize("body", [r'[f(s="\x41")]', r'[f(s="\u12")]', '[f(s="open)]', "[f(s='open\n)]"])
 def test_python_call_list_rejects_bad_strings(body):
     assert position(call_error(body)) == 5
+
+
+@pytest.mark.parametrize("quote", ["'", '"'])
+def test_python_call_list_reads_raw_line_breaks_inside_strings(quote):
+    # A deliberate difference (docs/differences.md): LFM2.5's chat template pastes string arguments between quotes
+    # unescaped, so a line break, a tab or a carriage return is written raw; transformers rejects the call.
+    body = f"[save(text={quote}line one\nline two\r\n\tend{quote}, n=1)]"
+    assert calls(body) == [{"name": "save", "arguments": {"text": "line one\nline two\r\n\tend", "n": 1}}]
 
 
 def test_python_call_list_integer_range():

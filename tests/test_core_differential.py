@@ -231,6 +231,8 @@ def library_cases():
         corpus = json.loads(path.read_text(encoding="utf-8"))
         entry = json.loads((LIBRARY / f"{corpus['template']}.json").read_text(encoding="utf-8"))
         for case in corpus["cases"]:
+            if "transformers_differs" in case:
+                continue  # a deliberate difference (docs/differences.md), checked by test_library.py
             cases.append((entry["template"], case["prefix"], case["output"]))
     return cases
 

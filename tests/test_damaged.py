@@ -93,12 +93,12 @@ SHAPES = [
         {"role": "assistant", "content": "Sure."},
     ),
     (
-        "lfm2-raw-newline-inside-a-string",
+        "lfm2-unterminated-string",
         "lfm2",
         LFM2_PREFIX,
-        "<|tool_call_start|>[save(text='line one\nline two')]<|tool_call_end|>Saved.<|im_end|>",
-        "<|tool_call_start|>[save(text='line one\nline two')]<|tool_call_end|>",
-        {"role": "assistant", "content": "<|tool_call_start|>[save(text='line one\nline two')]<|tool_call_end|>Saved."},
+        "<|tool_call_start|>[save(text='line one\nline two)]<|tool_call_end|>Saved.<|im_end|>",
+        "<|tool_call_start|>[save(text='line one\nline two)]<|tool_call_end|>",
+        {"role": "assistant", "content": "<|tool_call_start|>[save(text='line one\nline two)]<|tool_call_end|>Saved."},
         {"role": "assistant", "content": "Saved."},
     ),
     (

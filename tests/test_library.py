@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from oracle import reference_module
+from oracle import check_against_transformers, reference_module
 
 from response_templates import ResponseParser, load_template, parse_response
 from response_templates import library
@@ -322,8 +322,7 @@ def test_corpus_case_matches_transformers(template_name, case):
         pytest.skip("truncated=True is our extension; transformers has no equivalent")
     hf_parse_response = _hf_parse_response()
     template = library.get_template(template_name)
-    expected = hf_parse_response(case["output"], template, prefix=case["prefix"], tools=case.get("tools"))
-    assert expected == case["expected"]
+    check_against_transformers(hf_parse_response, {**case, "template_dict": template}, f"{template_name}/{case['name']}")
 
 
 def test_listed_models_resolve_to_their_entry_and_no_other_pattern_claims_them():

@@ -10,7 +10,9 @@ learned in `source`.
 
 Every case is parsed one-shot and streamed one character at a time, and must give `expected`; cases that
 transformers' parser also handles (all but `truncated` ones) must give the same message there. A case the format
-cannot express carries `xfail` with the reason and is expected to fail (strictly, so a fix is noticed).
+cannot express carries `xfail` with the reason and is expected to fail (strictly, so a fix is noticed). A case that
+shows a deliberate difference from transformers names it in `transformers_differs` and records transformers' answer
+(`transformers_expected`, or `transformers_raises`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 from pathlib import Path
 
 import pytest
-from oracle import reference_module
+from oracle import check_against_transformers, reference_module
 
 from response_templates import ResponseParser, library, parse_response
 
@@ -83,7 +85,5 @@ def test_real_output_streamed_char_by_char(template_name, case):
 @pytest.mark.parametrize("template_name, case", list(_cases(for_oracle=True)))
 def test_real_output_matches_transformers(template_name, case):
     hf_parse_response = reference_module().parse_response
-    message = hf_parse_response(
-        case["output"], library.get_template(template_name), prefix=case["prefix"], tools=case.get("tools")
-    )
-    assert message == case["expected"]
+    template = library.get_template(template_name)
+    check_against_transformers(hf_parse_response, {**case, "template_dict": template}, f"{template_name}/{case['name']}")

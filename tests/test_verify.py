@@ -53,7 +53,27 @@ def test_library_template_verifies_against_its_chat_templates(name, item):
     for case in report.cases:
         if case.parsed is not None:
             hf = hf_parse_response(case.generation, entry["template"], prefix=case.prompt, tools=case.tools)
-            assert hf == case.parsed, f"{name}/{item['file']}/{case.scenario}/{case.name}: transformers gives {hf!r}"
+            where = f"{name}/{item['file']}/{case.scenario}/{case.name}"
+            if hf != case.parsed and (name, case.name) in READS_WHAT_TRANSFORMERS_KEEPS_AS_TEXT:
+                # docs/differences.md: we read the Python literals these chat templates write, transformers keeps
+                # them as text (or the whole argument object as one string). Everything but the arguments agrees.
+                ours_calls, their_calls = case.parsed.get("tool_calls", []), hf.get("tool_calls", [])
+                assert [c["function"]["name"] for c in their_calls] == [c["function"]["name"] for c in ours_calls]
+                assert {k: v for k, v in hf.items() if k != "tool_calls"} == {
+                    k: v for k, v in case.parsed.items() if k != "tool_calls"
+                }, where
+                continue
+            assert hf == case.parsed, f"{where}: transformers gives {hf!r}"
+
+
+# (template, canonical case) where the chat template writes argument values as Python literals (None, True, single
+# quoted dicts): we return the values, transformers returns text (docs/differences.md, "Python literals").
+READS_WHAT_TRANSFORMERS_KEEPS_AS_TEXT = {
+    ("gemma-4", "nested_unicode_arguments"),
+    ("functiongemma", "nested_unicode_arguments"),
+    ("seed_oss", "nested_unicode_arguments"),
+    ("minicpm5", "nested_unicode_arguments"),
+}
 
 
 def test_verify_entry_covers_every_listed_file():

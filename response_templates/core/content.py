@@ -105,6 +105,30 @@ def _cut_between_twins(text: str, marker: str, cut: list) -> str:
     return "".join(out)
 
 
+def _restore(working: str, cut: list) -> str:
+    for index, piece in enumerate(cut):
+        working = working.replace(f"{_SLOT_START}{index}{_SLOT_END}", json.dumps(piece))
+    return working
+
+
+# In the unquoted-key dialect, after the first reading failed: a JSON string (kept), a Python constant, or a bare key
+# that holds spaces or other non-word characters (`{Basic LLM Chain:{...}}`), up to its ':'.
+_PYTHONIC = regex.compile(
+    r'"(?:\\.|[^"\\])*"'
+    r"|(?<![\w.])(True|False|None)(?![\w.])"
+    r'|(?<=[{,])(\s*)([^\s"{}\[\],:\x01\x02](?:[^"{}\[\],:\x01\x02\n]*[^\s"{}\[\],:\x01\x02])?)(\s*):'
+)
+_JSON_WORDS = {"True": "true", "False": "false", "None": "null"}
+
+
+def _json_word(match: Any) -> str:
+    if match.group(1) is not None:
+        return _JSON_WORDS[match.group(1)]
+    if match.group(3) is not None:
+        return f"{match.group(2)}{json.dumps(match.group(3))}{match.group(4)}:"
+    return match.group(0)
+
+
 def parse_json(text: str, args: dict) -> Any:
     """JSON, with dialect switches for what models write: `string_delims` (strings between custom markers),
     `unquoted_keys` (bare identifiers as keys) and `allow_non_json` (fall back to the stripped text)."""
@@ -127,28 +151,37 @@ def parse_json(text: str, args: dict) -> Any:
 
             finder = _delims_finder(opener, closer)
             working = finder.sub(keep, working)
-    if args.get("unquoted_keys", False) and _MAYBE_BARE_KEY.search(working) is not None:
+    lax = args.get("unquoted_keys", False)
+    if lax and _MAYBE_BARE_KEY.search(working) is not None:
         working = _BARE_KEY.sub(_quote_bare_key, working)
-    for index, piece in enumerate(cut):
-        working = working.replace(f"{_SLOT_START}{index}{_SLOT_END}", json.dumps(piece))
+    shaped = working
+    working = _restore(working, cut)
     try:
         return load_json(working)
-    except JSONTooDeepError as error:
-        if args.get("allow_non_json"):
-            return parse_text(text, args)
+    except (JSONTooDeepError, json.JSONDecodeError) as error:
+        failure: ValueError = error
+    if lax and not isinstance(failure, JSONTooDeepError):
+        # The unquoted-key dialect (Gemma 4, FunctionGemma) also writes Python's None/True/False and keys with
+        # spaces; transformers reads neither (a deliberate difference, docs/differences.md). Only text that failed
+        # as it is gets this second reading, so every value transformers reads stays the same.
+        try:
+            return load_json(_restore(_PYTHONIC.sub(_json_word, shaped), cut))
+        except ValueError:
+            pass
+    if args.get("allow_non_json"):
+        return parse_text(text, args)
+    if isinstance(failure, JSONTooDeepError):
         raise ValueError(
-            f"json: the region ({len(text)} characters) is not parsed: {error} (see MAX_JSON_DEPTH in "
+            f"json: the region ({len(text)} characters) is not parsed: {failure} (see MAX_JSON_DEPTH in "
             f"response_templates.core.limits).\nText: {excerpt(text)}"
         ) from None
-    except json.JSONDecodeError as error:
-        if args.get("allow_non_json"):
-            return parse_text(text, args)
-        detail = (
-            f"\nText: {excerpt(text, error.pos)}"
-            if working == text
-            else f"\nText: {excerpt(text)}\nAfter the dialect rewrites: {excerpt(working, error.pos)}"
-        )
-        raise ValueError(f"json: the region is not valid JSON ({error}).{detail}") from error
+    position = getattr(failure, "pos", 0)
+    detail = (
+        f"\nText: {excerpt(text, position)}"
+        if working == text
+        else f"\nText: {excerpt(text)}\nAfter the dialect rewrites: {excerpt(working, position)}"
+    )
+    raise ValueError(f"json: the region is not valid JSON ({failure}).{detail}") from failure
 
 
 def _value_with(raw: str, value_parser: dict | None) -> Any:
@@ -214,9 +247,22 @@ def _finditer(pattern: str, text: str) -> list:
             close_budget()
 
 
+_ATTRIBUTE_ESCAPE = regex.compile(r"&(amp|quot|apos|lt|gt);")
+_ATTRIBUTE_CHARS = {"amp": "&", "quot": '"', "apos": "'", "lt": "<", "gt": ">"}
+
+
+def unescape_attribute(text: str) -> str:
+    """An XML attribute value as written (`a &amp; &quot;b&quot;` -> `a & "b"`), in one pass so that `&amp;quot;`
+    gives `&quot;`. Only the five predefined entities: chat templates escape no more (Kimi K3 escapes & and ")."""
+    if "&" not in text:
+        return text
+    return _ATTRIBUTE_ESCAPE.sub(lambda match: _ATTRIBUTE_CHARS[match.group(1)], text)
+
+
 def parse_xml_inline(text: str, args: dict) -> dict:
     """Shallow tags read by `tag_pattern` (named groups `key` and `value`) into a dict; `value_parser` parses the
-    values, `value_parser_by` picks the parser from another group, `merge_duplicates` lists repeated keys."""
+    values, `value_parser_by` picks the parser from another group, `merge_duplicates` lists repeated keys.
+    `unescape_attributes` (our extension, which transformers ignores) decodes XML entities in the keys."""
     pattern = args.get("tag_pattern")
     if pattern is None:
         raise ValueError("xml-inline: the content_arg 'tag_pattern' is required")
@@ -231,6 +277,7 @@ def parse_xml_inline(text: str, args: dict) -> dict:
                 f"(what that group captures -> a value parser), got {by!r}"
             )
     merge = args.get("merge_duplicates", False)
+    unescape = args.get("unescape_attributes", False)
     result: dict[str, Any] = {}
     listed: set[str] = set()
     # the groups are read by number (a lookup by name costs seven times more)
@@ -241,6 +288,8 @@ def parse_xml_inline(text: str, args: dict) -> dict:
         key = None if key_number is None else match.group(key_number)
         if key is None:
             raise ValueError(f"xml-inline: tag_pattern {pattern!r} has no named group 'key'")
+        if unescape:
+            key = unescape_attribute(key)
         parser = value_parser
         if by_group is not None:
             if by_number is None:
@@ -280,7 +329,9 @@ _SPACE = regex.compile(r"[ \t\n\r]*")
 _SPACE_CHARS = frozenset(" \t\n\r")
 _IDENTIFIER = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[-.][A-Za-z0-9_]+)*")
 _NUMBER = regex.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
-_QUOTED = regex.compile(r"""'((?:[^'\\\n\r]|\\.)*)'|"((?:[^"\\\n\r]|\\.)*)\"""", regex.DOTALL)
+# A raw line break inside quotes is read as itself (transformers rejects it): chat templates that paste string
+# arguments between quotes unescaped (LFM2.5) write it so, and so do the models trained on them.
+_QUOTED = regex.compile(r"""'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)\"""", regex.DOTALL)
 _HEX4 = regex.compile(r"u([0-9a-fA-F]{4})")
 _LOW_SURROGATE_ESCAPE = regex.compile(r"\\u([dD][c-fC-F][0-9a-fA-F]{2})")
 _RAW_SURROGATE = regex.compile(r"[\ud800-\udfff]")
@@ -438,6 +489,17 @@ class _CallListReader:
 def parse_python_call_list(text: str, args: dict) -> list:
     """`[get_weather(city="Paris", days=3)]` -> `[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]`."""
     return _CallListReader(text).read()
+
+
+def read_python_literal(text: str) -> Any:
+    """One Python literal (`{'metadata': False, 'ids': [1, 2]}`), read with the python-call-list value grammar
+    (strings, numbers, True/False/None, lists, dicts). Raises ValueError when `text` is anything else."""
+    reader = _CallListReader(text)
+    value = reader.value(0)
+    reader.skip_space()
+    if reader.at != len(text):
+        raise reader.error("unexpected content after the literal")
+    return value
 
 
 PARSERS: dict[str, Callable[[str, dict], Any]] = {

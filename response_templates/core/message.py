@@ -10,7 +10,7 @@ import reprlib
 import weakref
 from typing import Any
 
-from .content import TYPED_SYNTAX
+from .content import TYPED_SYNTAX, unescape_attribute
 from .delimiters import CONTEXT_KEPT, pattern_scan_item, timed_call
 from .errors import (
     RegexTimeoutError,
@@ -49,6 +49,9 @@ def field_value(field: Any, body: str, captures: dict) -> Any:
         raise RegexTimeoutError(f"field {field.name!r}: content_args.{error}") from None
     if field.build is None:
         return value
+    if captures and field.content_args.get("unescape_attributes"):
+        # the tool name is an attribute too (`<|open|>call tool="a&amp;b"<|sep|>`)
+        captures = {name: unescape_attribute(text) for name, text in captures.items()}
     if not field.transform_each:
         return field.build({**captures, "content": value})
     if not isinstance(value, list):

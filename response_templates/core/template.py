@@ -38,7 +38,11 @@ CONTENT_ARGS: dict[str, dict[str, Any]] = {
     "float": _STRIP,
     "bool": _STRIP,
     "json": {"strip": bool, "unquoted_keys": bool, "string_delims": list, "allow_non_json": bool},
-    "xml-inline": {"tag_pattern": str, "value_parser": dict, "value_parser_by": dict, "merge_duplicates": bool},
+    "xml-inline": {
+        "tag_pattern": str, "value_parser": dict, "value_parser_by": dict, "merge_duplicates": bool,
+        # ours (docs/differences.md): keys and the open/close captures are XML attribute values, entities decoded
+        "unescape_attributes": bool,
+    },
     "kv-lines": {"strip": bool, "line_sep": str, "kv_sep": str, "value_parser": dict},
     "python-call-list": {},
 }
@@ -519,7 +523,7 @@ def _probes(pattern: str) -> tuple[str, ...]:
     characters (a NUL stands for "anything else", as for `$` and lookaheads).
 
     The 300 shortest (then in code point order) are kept, built one length at a time: listing every tail of a long
-    literal run first would take memory growing with the square of its length."""
+    literal run first would take memory growing with the square of its length. The literal runs themselves follow."""
     runs = literal_runs(pattern)
     singles = {"\x00", "\n", " ", "a", "A", "0", "9", "_", "-", "."} | set("".join(runs))
     longest = max(map(len, runs), default=0)
@@ -545,7 +549,10 @@ def _probes(pattern: str) -> tuple[str, ...]:
         chosen.extend(sorted(level))
         if len(chosen) >= 300:
             break
-    return tuple(chosen[:300])
+    # and each literal run whole: a lookahead that a later marker would defeat (`(?=(?:(?!</arg_value>).)*\Z)`) is
+    # only undone by the marker written out in full, which the short tails above may not reach
+    kept = chosen[:300]
+    return tuple(kept + sorted(set(runs) - set(kept)))
 
 
 _TYPE_NAMES = {str: "string", bool: "bool (true or false)", dict: "dict", list: "list"}

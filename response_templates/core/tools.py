@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .content import read_python_literal
 from .limits import load_json
 
 
@@ -139,6 +140,22 @@ def _as_number(raw: str) -> Any:
     return int(number) if number.is_integer() and "." not in raw else number
 
 
+def _structured(raw: str) -> Any:
+    """JSON, or else a Python literal: chat templates that render arguments with Python's str() (Seed-OSS,
+    MiniCPM5) write `{'metadata': False}`, and models trained on them do too. transformers reads JSON only and
+    keeps such a value as text (a deliberate difference, docs/differences.md)."""
+    try:
+        return load_json(raw)
+    except ValueError as error:
+        # only text that can be a Python dict or list is worth a second reading
+        if raw.lstrip()[:1] not in ("{", "["):
+            raise
+        try:
+            return read_python_literal(raw)
+        except ValueError:
+            raise error from None
+
+
 def convert_text(raw: str, types: tuple[str, ...]) -> Any:
     """The first of `types` that `raw` reads as; the text itself when none does (or the type is string)."""
     for kind in types:
@@ -155,7 +172,7 @@ def convert_text(raw: str, types: tuple[str, ...]) -> Any:
                 if raw.strip() in ("null", "None"):
                     return None
             elif kind in ("object", "array"):
-                decoded = load_json(raw)
+                decoded = _structured(raw)
                 if isinstance(decoded, dict if kind == "object" else list):
                     return decoded
         except ValueError:
