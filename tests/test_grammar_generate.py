@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 jsonschema = pytest.importorskip("jsonschema")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
-import constrained_tool_calls as example
+import constrained_tool_calls as example  # noqa: E402  (after the skips: it imports xgrammar and torch)
 
 SCHEMAS = {tool["function"]["name"]: tool["function"]["parameters"] for tool in example.TOOLS}
 
