@@ -35,7 +35,7 @@ from typing import Any
 
 from response_templates import parse_response
 from response_templates.library import get_template
-from response_templates.openai_adapter import to_openai_message
+from response_templates.integrations.openai_adapter import to_openai_message
 
 
 NEW_COLUMNS = ("reasoning_content", "content", "tool_calls", "parse_error")

@@ -28,7 +28,7 @@ from offline_tokenizer import build_tokenizer
 
 from response_templates import parse_response
 from response_templates.library import template_for
-from response_templates.openai_adapter import OpenAIStreamAdapter, finish_reason_for, to_openai_message
+from response_templates.integrations.openai_adapter import OpenAIStreamAdapter, finish_reason_for, to_openai_message
 
 MODEL = "qwen3-demo"
 PROMPT = "<|im_start|>user\nWhat's the weather like in Paris?<|im_end|>\n<|im_start|>assistant\n"

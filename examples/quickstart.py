@@ -50,7 +50,7 @@ def parse_with_transformers(model_dir: str) -> dict:
 def main(argv=None) -> None:
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     from response_templates import parse_response
-    from response_templates.openai_adapter import to_openai_message
+    from response_templates.integrations.openai_adapter import to_openai_message
 
     with tempfile.TemporaryDirectory(prefix="quickstart-model-") as model_dir:
         if save_tokenizer_dir(model_dir, "qwen3"):  # stands in for a model repository

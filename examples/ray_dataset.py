@@ -93,7 +93,7 @@ class ParseGenerations:
             attach(self.tokenizer)  # no template in the repository yet: the library's, by model id (or LookupError)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        from response_templates.openai_adapter import to_openai_message
+        from response_templates.integrations.openai_adapter import to_openai_message
 
         out: dict[str, list] = {name: [] for name in NEW_COLUMNS}
         for row_id, prompt, generation, truncated in zip(

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import response_templates as rt  # noqa: E402
-from response_templates import integration  # noqa: E402
+from response_templates.integrations import transformers_patch as integration  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "api.md"
 
@@ -30,15 +30,15 @@ SECTIONS = [
         "set_regex_timeout", "get_regex_timeout", "RegexTimeoutError",
     ]),
     ("Template library", "The verified templates shipped with the package.", [
-        "get_template", "get_entry", "list_templates", "template_for",
+        "get_template", "get_entry", "list_templates", "template_for", "guess_for",
     ]),
     ("transformers integration", "What every transformers tokenizer gets (the package patches transformers when "
      "it is installed; see the README).", [
         "tokenizer.parse_response", "tokenizer.get_response_parser", "attach", "patch", "unpatch",
     ]),
-    ("Verification", "Check a response template against a real chat template (see "
-     "[FORMAT.md](../response_templates/templates/FORMAT.md) for the options).", [
-        "verify", "verify_entry", "VerifyReport",
+    ("Authoring", "Check a response template against a real chat template (see "
+     "[FORMAT.md](../response_templates/library/templates/FORMAT.md) for the options), or infer one from it.", [
+        "verify", "verify_entry", "VerifyReport", "infer_template", "InferredTemplate",
     ]),
     ("OpenAI-compatible output", "Parsed messages and streams in OpenAI chat-completions form.", [
         "to_openai_message", "OpenAIStreamAdapter",

@@ -52,7 +52,7 @@ def versions(python: str) -> str:
 
 
 def merge(runs: list[list[dict]]):
-    from response_templates.engines import UNAVAILABLE, CaseResult, EngineReport
+    from response_templates.authoring.engines import UNAVAILABLE, CaseResult, EngineReport
 
     chosen: dict[tuple[str, str], dict] = {}
     for rows in runs:
@@ -73,7 +73,7 @@ def merge(runs: list[list[dict]]):
 
 
 def render(pythons: list[str]) -> str:
-    from response_templates.engines import matrix_markdown
+    from response_templates.authoring.engines import matrix_markdown
 
     reports = merge([run_check(python) for python in pythons])
     measured = "; ".join(filter(None, (versions(python) for python in pythons)))

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from response_templates import library, parse_response  # noqa: E402
-from response_templates.infer import InferredTemplate, infer_template  # noqa: E402
-from response_templates.verification import _TOOLS, render_chat_template  # noqa: E402
+from response_templates.authoring.inference import InferredTemplate, infer_template  # noqa: E402
+from response_templates.authoring.verification import _TOOLS, render_chat_template  # noqa: E402
 
 CORPORA = ROOT / "tests" / "data" / "corpora"
 README = ROOT / "README.md"

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATES = ROOT / "response_templates" / "templates"
+TEMPLATES = ROOT / "response_templates" / "library" / "templates"
 CORPORA = ROOT / "tests" / "data" / "corpora"
 DOC = ROOT / "docs" / "template-library.md"
 README = ROOT / "README.md"

@@ -1,7 +1,7 @@
 """A tiny Hugging Face Hub look-alike for testing the publisher offline.
 
 It serves, on 127.0.0.1 and an ephemeral port, just the endpoints that huggingface_hub's HfApi calls made by
-``response_templates.publish`` use (checked against huggingface_hub 2.4; paths are matched loosely so that
+``response_templates.authoring.publish`` use (checked against huggingface_hub 2.4; paths are matched loosely so that
 nearby versions work too):
 
     GET  /api/whoami-v2                                   -> {"name": ..., "type": "user"}

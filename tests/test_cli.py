@@ -13,7 +13,7 @@ import pytest
 from response_templates import ResponseParser, parse_response
 from response_templates.cli import main
 from response_templates.library import get_entry, get_template, list_templates
-from response_templates.openai_adapter import accumulate_chunks, to_openai_message
+from response_templates.integrations.openai_adapter import accumulate_chunks, to_openai_message
 
 QWEN3_OUTPUT = (
     "<think>\nThe user wants the weather.\n</think>\n\nChecking.\n\n"
@@ -252,7 +252,7 @@ def test_verify_needs_a_chat_template(tmp_path, capsys, monkeypatch):
 
 
 def test_push_delegates_to_the_publisher(monkeypatch):
-    from response_templates import publish
+    from response_templates.authoring import publish
 
     seen = {}
 

@@ -221,7 +221,7 @@ def test_long_outputs_match_transformers(data, template, prefix):
     check_against_oracle(template, prefix, text, chunks)
 
 
-LIBRARY = Path(__file__).resolve().parents[1] / "response_templates" / "templates"
+LIBRARY = Path(__file__).resolve().parents[1] / "response_templates" / "library" / "templates"
 CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 
 

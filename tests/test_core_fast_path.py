@@ -108,7 +108,7 @@ def test_a_long_run_of_whitespace_fed_in_small_chunks(name):
 def test_a_search_from_the_first_candidate_finds_what_a_search_from_the_position_finds(stem, template_name, cases):
     """Short texts are parsed with one search per delimiter, started at the first position the template analysis
     allows (scan.first_candidate); it must find the same match as a search from the position itself."""
-    from response_templates.core.scan import first_candidate
+    from response_templates.core.scanner import first_candidate
 
     compiled = rt.load_template(template_name)
     delimiters = [d for f in compiled.fields.values() for d in (f.open, f.close) if d is not None and d.scan is not None]

@@ -19,7 +19,7 @@ import pytest
 
 import response_templates as rt
 from event_helpers import collect, merged
-from response_templates.core.scan import gate_of
+from response_templates.core.regex_syntax import gate_of
 
 CORPORA = Path(__file__).parent / "data" / "corpora"
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import response_templates as rt
-from response_templates.core import scan
+from response_templates.core import regex_syntax, scanner
+from response_templates.core.pattern_scan import analyze
 from response_templates.core.errors import grow_regex_budget, regex_budget, regex_time_left
 
 CORPORA = Path(__file__).parent / "data" / "corpora"
@@ -48,9 +49,9 @@ def grown(case: dict, size: int) -> str:
 
 
 def work_of(function) -> int:
-    before = scan.work[0]
+    before = regex_syntax.work[0]
     function()
-    return scan.work[0] - before
+    return regex_syntax.work[0] - before
 
 
 def feed_all(template, prefix: str, chunks) -> dict:
@@ -114,9 +115,9 @@ def test_per_feed_cost_does_not_grow_with_a_long_held_partial_match():
     parser = rt.ResponseParser(HOSTILE_REPEAT, prefix="")
     tries = []
     for _ in range(3000):
-        before = scan.work[0]
+        before = regex_syntax.work[0]
         parser.feed("aaaa")
-        tries.append(scan.work[0] - before)
+        tries.append(regex_syntax.work[0] - before)
     # the total work is linear (amortised) in the 12,000 characters fed, not quadratic (about 18 million)
     assert sum(tries) < 200_000, sum(tries)
     message, _ = parser.finalize()
@@ -233,11 +234,11 @@ def test_candidate_scan_agrees_with_search(pattern, texts):
     import regex
 
     compiled = regex.compile(pattern, regex.DOTALL)
-    info = scan.analyze(pattern)
+    info = analyze(pattern)
     assert info is not None
     for text in texts:
         for pos in range(len(text) + 1):
-            kind, match, at, _ = scan.scan_pattern(compiled, info, text, pos, pos, True, len(text), lambda op, *a, **k: op(*a, **k))
+            kind, match, at, _ = scanner.scan_pattern(compiled, info, text, pos, pos, True, len(text), lambda op, *a, **k: op(*a, **k))
             expected = compiled.search(text, pos)
             if expected is None:
                 assert kind is None, (pattern, text, pos)
@@ -247,7 +248,7 @@ def test_candidate_scan_agrees_with_search(pattern, texts):
 
 def test_patterns_the_analysis_cannot_read_fall_back_to_search():
     for pattern in [r"(?i)<think>", r"\p{L}+", r"\s*", r"(?:x)?", r"\1(a)"]:
-        assert scan.analyze(pattern) is None
+        assert analyze(pattern) is None
     template = {"start_anchor": "S", "fields": {"r": {"open_pattern": r"(?i)<THINK>", "close": "</think>"}, "content": {}}}
     assert rt.parse_response("a<think>b</think>c", template, prefix="") == {"content": "c", "r": "b"}
 

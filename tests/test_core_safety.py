@@ -1,4 +1,4 @@
-"""Which delimiter patterns may run without the per-call regex timeout (core/scan.py `_risky`, issue 11).
+"""Which delimiter patterns may run without the per-call regex timeout (core/backtracking.py `is_risky`).
 
 A pattern judged safe has its anchored tries, and the one-shot plan's combined search, run without `regex`'s
 per-call timeout (the budget of the call is still checked between calls). So a pattern judged safe must not be able
@@ -11,7 +11,7 @@ import pytest
 
 import response_templates as rt
 from response_templates.core.oneshot import build_short_plan
-from response_templates.core.scan import analyze
+from response_templates.core.pattern_scan import analyze
 from response_templates.core.template import load_template
 
 from oracle import reference_parse_or_ours

@@ -18,7 +18,7 @@ import response_templates as rt
 from event_helpers import collect, merged
 from response_templates import ResponseParser, parse_response
 from response_templates.library import get_template
-from response_templates.openai_adapter import OpenAIStreamAdapter, accumulate_chunks, to_openai_message
+from response_templates.integrations.openai_adapter import OpenAIStreamAdapter, accumulate_chunks, to_openai_message
 
 POLICIES = ("content", "drop")
 

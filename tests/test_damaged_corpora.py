@@ -19,7 +19,7 @@ import pytest
 
 from event_helpers import collect
 from response_templates import ResponseParser, library, parse_response
-from response_templates.openai_adapter import OpenAIStreamAdapter, accumulate_chunks, to_openai_message
+from response_templates.integrations.openai_adapter import OpenAIStreamAdapter, accumulate_chunks, to_openai_message
 
 DATA = Path(__file__).parent / "data"
 DAMAGED = sorted((DATA / "damaged").glob("*.json"))

@@ -20,7 +20,7 @@ import pytest
 
 import response_templates as rt
 from response_templates import ResponseParser, parse_response
-from response_templates.core import scan
+from response_templates.core import regex_syntax
 from response_templates.library import get_template
 
 SHORT = 40
@@ -85,7 +85,7 @@ def test_a_long_whitespace_run_after_cut_markup_streams_in_linear_work(name, hea
     text = head + fill * 6000 + tail
     expected = parse_response(text, template, prefix="")
     for chunk in (1, 7, 64):
-        before = scan.work[0]
+        before = regex_syntax.work[0]
         parser = ResponseParser(template, prefix="")
         for at in range(0, len(text), chunk):
             parser.feed(text[at : at + chunk])
@@ -93,7 +93,7 @@ def test_a_long_whitespace_run_after_cut_markup_streams_in_linear_work(name, hea
         assert message == expected
         # a bounded number of scans of each character (the old scan walked the whole held run at every feed: a
         # thousand times and more per character for this run, growing with it)
-        assert scan.work[0] - before < 200 * len(text), (chunk, scan.work[0] - before)
+        assert regex_syntax.work[0] - before < 200 * len(text), (chunk, regex_syntax.work[0] - before)
 
 
 # A long run held at the end of the text while it streams: after content (any template whose content close or call
@@ -121,9 +121,9 @@ def test_a_long_held_whitespace_run_is_not_scanned_again_at_every_feed(name, pre
     short = parse_response(head + fill * SHORT + tail, template, prefix=prefix)
     assert expected == _stretch(short, fill, 6000)
     for chunk in (1, 16):
-        before = scan.work[0]
+        before = regex_syntax.work[0]
         parser = ResponseParser(template, prefix=prefix)
         for at in range(0, len(text), chunk):
             parser.feed(text[at : at + chunk])
         assert parser.finalize()[0] == expected
-        assert scan.work[0] - before < 200 * len(text), (chunk, scan.work[0] - before)
+        assert regex_syntax.work[0] - before < 200 * len(text), (chunk, regex_syntax.work[0] - before)

@@ -1,5 +1,5 @@
 """`response-templates check`: library templates run through transformers' own parser and transformers serve's own
-message builder (response_templates.engines). The vLLM engine is tested in tests/test_vllm_engine.py."""
+message builder (response_templates.authoring.engines). The vLLM engine is tested in tests/test_vllm_engine.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from response_templates import engines
+from response_templates.authoring import engines
 from response_templates.cli import main
 from response_templates.library import get_template, list_templates
 

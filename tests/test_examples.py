@@ -86,7 +86,7 @@ def _client(srv):
 
 def _expected(module, truncated_tokens=None):
     from response_templates import parse_response
-    from response_templates.openai_adapter import to_openai_message
+    from response_templates.integrations.openai_adapter import to_openai_message
 
     backend = module.Backend()
     tokens, truncated = backend.generate(truncated_tokens)

@@ -1,4 +1,4 @@
-"""Inferring a response template from a chat template (response_templates.infer).
+"""Inferring a response template from a chat template (response_templates.authoring.inference).
 
 The unit tests use small chat templates written here for the purpose (one per call syntax); the coverage
 tests read the real chat templates of RESPONSE_TEMPLATES_CHAT_TEMPLATES and skip without it.
@@ -17,7 +17,7 @@ import pytest
 import response_templates as rt
 from response_templates import ResponseParser, load_template, parse_response
 from response_templates.cli import main as cli_main
-from response_templates.infer import InferenceError, infer_for_tokenizer, infer_template, load_chat_template
+from response_templates.authoring.inference import InferenceError, infer_for_tokenizer, infer_template, load_chat_template
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
@@ -1054,7 +1054,7 @@ def test_a_chat_template_that_writes_the_time_is_inferred(json_tags):
     assert parse_response(output, result.template, prefix=PROMPT) == {
         "role": "assistant", "content": "Checking.", "tool_calls": [_call("get_weather", {"city": "Paris"})]}
     # Outside inference the clock runs as usual.
-    from response_templates.verification import render_chat_template
+    from response_templates.authoring.verification import render_chat_template
 
     assert render_chat_template(CLOCK, [{"role": "user", "content": "hi"}]) != render_chat_template(
         CLOCK, [{"role": "user", "content": "hi"}])

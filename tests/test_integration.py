@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import response_templates
-from response_templates import integration
+from response_templates.integrations import transformers_patch as integration
 
 transformers = pytest.importorskip("transformers")
 np = pytest.importorskip("numpy")
@@ -278,10 +278,10 @@ def test_invalid_template_is_a_template_error(plain_tok):
 
 
 def test_library_fallback_logged_at_debug(plain_tok, library_with, caplog, tmp_path):
-    with caplog.at_level(logging.DEBUG, logger="response_templates.integration"):
+    with caplog.at_level(logging.DEBUG, logger="response_templates.integrations.transformers_patch"):
         assert plain_tok.parse_response(OUTPUT, prefix=PROMPT) == EXPECTED
     assert library_with.asked and library_with.asked[0] is plain_tok
-    fallback = [r for r in caplog.records if r.name == "response_templates.integration"]
+    fallback = [r for r in caplog.records if r.name == "response_templates.integrations.transformers_patch"]
     assert fallback and all(r.levelno == logging.DEBUG for r in fallback)
     assert "template_for" in fallback[0].getMessage()
     # the fallback is never stored, so save_pretrained does not write a template the user did not set
@@ -300,7 +300,7 @@ def test_own_template_wins_over_library(tok, library_with):
 
 
 def test_attach_sets_library_template(plain_tok, library_with, tmp_path):
-    template = response_templates.integration.attach(plain_tok)
+    template = response_templates.integrations.transformers_patch.attach(plain_tok)
     assert template == RESPONSE_TEMPLATE and plain_tok.response_template == RESPONSE_TEMPLATE
     assert template is not RESPONSE_TEMPLATE  # a copy: editing it cannot change the library
     plain_tok.save_pretrained(tmp_path / "saved")

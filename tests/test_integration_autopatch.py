@@ -73,7 +73,7 @@ USE_TRANSFORMERS_ONLY = """
     out = '<think>\\nhm\\n</think>\\n\\nHi!<|im_end|>'
     method = getattr(type(tok), "parse_response", None)  # absent on 4.x when unpatched
     result = {{"module": getattr(method, "__module__", None), "template": getattr(tok, "response_template", None) is not None}}
-    if result["module"] == "response_templates.integration":
+    if result["module"] == "response_templates.integrations.transformers_patch":
         result["text"] = tok.parse_response(out, prefix="")
         result["ids"] = tok.parse_response(tok.encode(out, add_special_tokens=False), prefix=[])
     print(json.dumps(result))
@@ -85,7 +85,7 @@ def test_startup_only_installs_a_finder(tmp_path):
     state = run_python(STARTUP, tmp_path)
     assert state["finder"]
     # nothing heavy at start-up: not our package (only the stdlib hook module), not transformers, not regex
-    assert state["modules"] == ["response_templates._autopatch"]
+    assert state["modules"] == ["response_templates.integrations._autopatch"]
 
 
 @needs_pth
@@ -93,7 +93,7 @@ def test_transformers_alone_gets_parse_response(tmp_path):
     path = build_tokenizer_dir(tmp_path / "tok", response_template=RESPONSE_TEMPLATE)
     result = run_python(USE_TRANSFORMERS_ONLY.format(path=str(path)), tmp_path)
     expected = {"role": "assistant", "reasoning_content": "hm", "content": "Hi!"}
-    assert result == {"module": "response_templates.integration", "template": True, "text": expected, "ids": expected}
+    assert result == {"module": "response_templates.integrations.transformers_patch", "template": True, "text": expected, "ids": expected}
 
 
 @needs_pth
@@ -102,14 +102,14 @@ def test_disable_variable_turns_the_hook_off(tmp_path):
     assert not state["finder"]
     path = build_tokenizer_dir(tmp_path / "tok", response_template=RESPONSE_TEMPLATE)
     result = run_python(USE_TRANSFORMERS_ONLY.format(path=str(path)), tmp_path, env_extra={"RESPONSE_TEMPLATES_DISABLE": "1"})
-    assert result["module"] != "response_templates.integration"
+    assert result["module"] != "response_templates.integrations.transformers_patch"
 
 
 def test_import_does_not_import_transformers(tmp_path):
     code = """
         import json, sys
         import response_templates
-        from response_templates import integration
+        from response_templates.integrations import transformers_patch as integration
         loaded = "transformers" in sys.modules
         import transformers.tokenization_utils_base as base
         method = getattr(base.PreTrainedTokenizerBase, "parse_response", None)
@@ -119,29 +119,29 @@ def test_import_does_not_import_transformers(tmp_path):
         result = run_python(code, tmp_path, env_extra=env, source_tree=True)
         assert result["loaded"] is False
         if env:  # RESPONSE_TEMPLATES_DISABLE=1: no automatic patching at all
-            assert result["patched"] != "response_templates.integration"
+            assert result["patched"] != "response_templates.integrations.transformers_patch"
         else:  # importing the package patches lazily, through the same hook
-            assert result["patched"] == "response_templates.integration"
+            assert result["patched"] == "response_templates.integrations.transformers_patch"
 
 
 def test_import_after_transformers_patches_at_once(tmp_path):
     code = """
         import json
         import transformers.tokenization_utils_base as base
-        import response_templates.integration
+        import response_templates.integrations.transformers_patch
         print(json.dumps({"patched": base.PreTrainedTokenizerBase.parse_response.__module__}))
     """
     result = run_python(code, tmp_path, env_extra={"RESPONSE_TEMPLATES_DISABLE": "0"}, source_tree=True)
-    assert result["patched"] == "response_templates.integration"
+    assert result["patched"] == "response_templates.integrations.transformers_patch"
 
 
 def test_explicit_patch_works_when_disabled(tmp_path):
     code = """
         import json
-        from response_templates import integration
+        from response_templates.integrations import transformers_patch as integration
         integration.patch()
         import transformers.tokenization_utils_base as base
         print(json.dumps({"patched": base.PreTrainedTokenizerBase.parse_response.__module__}))
     """
     result = run_python(code, tmp_path, env_extra={"RESPONSE_TEMPLATES_DISABLE": "1"}, source_tree=True)
-    assert result["patched"] == "response_templates.integration"
+    assert result["patched"] == "response_templates.integrations.transformers_patch"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 import response_templates  # noqa: F401  (patches transformers)
-from response_templates import ResponseParser, integration
+from response_templates import ResponseParser
+from response_templates.integrations import transformers_patch as integration
 
 transformers = pytest.importorskip("transformers")
 np = pytest.importorskip("numpy")

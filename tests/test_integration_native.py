@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from response_templates import integration
+from response_templates.integrations import transformers_patch as integration
 
 transformers = pytest.importorskip("transformers")
 np = pytest.importorskip("numpy")

@@ -58,7 +58,7 @@ def test_a_non_dict_template_loads_and_is_written_back(tmp_path, value):
 def test_a_value_that_is_not_json_is_dropped_with_a_warning(tmp_path, caplog):
     tok = load_tokenizer(build_tokenizer_dir(tmp_path / "tok"))
     tok.response_template = {1, 2, 3}
-    with caplog.at_level(logging.WARNING, logger="response_templates.integration"):
+    with caplog.at_level(logging.WARNING, logger="response_templates.integrations.transformers_patch"):
         tok.save_pretrained(tmp_path / "saved")
     assert "response_template is a set, not JSON data" in caplog.text
     assert "response_template" not in saved_config(tmp_path / "saved")

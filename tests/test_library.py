@@ -117,7 +117,7 @@ def test_invalid_metadata_names_file_and_key(change, key):
     entry = _valid_entry()
     change(entry)
     with pytest.raises(LibraryError) as info:
-        validate_entry(entry, "response_templates/templates/qwen2.5.json", stem="qwen2.5")
+        validate_entry(entry, "response_templates/library/templates/qwen2.5.json", stem="qwen2.5")
     message = str(info.value)
     assert "qwen2.5.json" in message and key in message, message
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from response_templates import ResponseParser, parse_response
-from response_templates.openai_adapter import (
+from response_templates.integrations.openai_adapter import (
     OpenAIStreamAdapter,
     accumulate_chunks,
     finish_reason_for,
@@ -21,7 +21,7 @@ from response_templates.openai_adapter import (
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TEMPLATES_DIR = os.path.join(os.path.dirname(HERE), "response_templates", "templates")
+TEMPLATES_DIR = os.path.join(os.path.dirname(HERE), "response_templates", "library", "templates")
 
 
 def ids(index: int) -> str:
@@ -426,7 +426,7 @@ def test_openai_client_accumulation_matches():
 
 
 def _early_templates() -> list[str]:
-    from response_templates.openai_adapter import _early_call_keys, _template_fields
+    from response_templates.integrations.openai_adapter import _early_call_keys, _template_fields
 
     names = sorted({p.values[0] for p in CORPUS_CASES})
     early = []

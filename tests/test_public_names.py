@@ -7,10 +7,10 @@ import pytest
 
 ORDERS = {
     "package only": "import response_templates as rt",
-    "submodule first": "import response_templates.verification\nimport response_templates as rt",
-    "submodule after": "import response_templates as rt\nimport response_templates.verification",
-    "from-import": "from response_templates.verification import verify\nimport response_templates as rt",
-    "cli and publisher": "import response_templates.cli, response_templates.publish\nimport response_templates as rt",
+    "submodule first": "import response_templates.authoring.verification\nimport response_templates as rt",
+    "submodule after": "import response_templates as rt\nimport response_templates.authoring.verification",
+    "from-import": "from response_templates.authoring.verification import verify\nimport response_templates as rt",
+    "cli and publisher": "import response_templates.cli, response_templates.authoring.publish\nimport response_templates as rt",
 }
 
 CHECK = """

@@ -1,4 +1,4 @@
-"""End-to-end tests of the Hub publisher (response_templates.publish, scripts/push_templates.py).
+"""End-to-end tests of the Hub publisher (response_templates.authoring.publish, scripts/push_templates.py).
 
 The real huggingface_hub client talks to tests/hub_server.py, a Hub look-alike on 127.0.0.1 that records every
 request, commit and pull request. No network is used.
@@ -20,8 +20,8 @@ import huggingface_hub.constants as hf_constants  # noqa: E402
 
 from hub_server import FakeHub  # noqa: E402
 
-from response_templates import publish  # noqa: E402
-from response_templates.publish import KEY, PR_TITLE, insert_key  # noqa: E402
+from response_templates.authoring import publish  # noqa: E402
+from response_templates.authoring.publish import KEY, PR_TITLE, insert_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "hf_test_secret_token_0123456789"
@@ -443,7 +443,7 @@ def test_insert_key_refuses_bad_input():
 # The real library and the script
 
 
-TEMPLATES_DIR = ROOT / "response_templates" / "templates"
+TEMPLATES_DIR = ROOT / "response_templates" / "library" / "templates"
 
 
 def _chat_templates_dir_or_skip() -> Path:

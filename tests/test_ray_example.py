@@ -52,7 +52,7 @@ def test_parses_a_generated_dataset_into_parquet(tmp_path):
     finally:
         sys.path.pop(0)
     from response_templates import get_template, parse_response
-    from response_templates.openai_adapter import to_openai_message
+    from response_templates.integrations.openai_adapter import to_openai_message
 
     rows = 400
     output = tmp_path / "parsed"

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import response_templates as rt
-from response_templates.core.scan import sre_constants as C
-from response_templates.core.scan import sre_parse
+from response_templates.core.regex_syntax import sre_constants as C
+from response_templates.core.regex_syntax import sre_parse
 
 # (template, field, "open" or "close", the old spelling, why the current one matches the same)
 REWRITES = [

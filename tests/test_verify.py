@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("jinja2", reason="verify renders chat templates with jinja2")
 
 from response_templates import library
-from response_templates.verification import check_options, render_chat_template, verify, verify_entry
+from response_templates.authoring.verification import render_chat_template, verify, verify_entry
+from response_templates.library.entries import check_options
 
 FOLDER_VARIABLE = "RESPONSE_TEMPLATES_CHAT_TEMPLATES"
 
@@ -118,7 +119,7 @@ def test_wrong_argument_shape_is_reported():
 
 
 def test_argument_types_are_compared():
-    from response_templates.verification import _compare
+    from response_templates.authoring.verification import _compare
 
     expected = {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"days": 3, "ok": True}}}]}
     parsed = {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"days": "3", "ok": 1}}}]}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from response_templates import engines
+from response_templates.authoring import engines
 from response_templates.cli import main
 from response_templates.library import get_template
 

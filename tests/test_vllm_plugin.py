@@ -1,4 +1,4 @@
-"""The vLLM plugin (response_templates.vllm_plugin), driven through vLLM's own parser manager and protocol classes.
+"""The vLLM plugin (response_templates.integrations.vllm_plugin), driven through vLLM's own parser manager and protocol classes.
 
 For every case of every library template: the message vLLM's serving layer gets from `parse` is ours
 (`to_openai_message(parse_response(...))`), and the deltas of `parse_delta`, fed a few tokens at a time and
@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from response_templates import engines, parse_response, vllm_plugin
+from response_templates import parse_response
+from response_templates.authoring import engines
+from response_templates.integrations import vllm_plugin
 from response_templates.library import get_template, list_templates
-from response_templates.openai_adapter import OpenAIStreamAdapter, to_openai_message
+from response_templates.integrations.openai_adapter import OpenAIStreamAdapter, to_openai_message
 
 CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 DAMAGED = Path(__file__).resolve().parent / "data" / "damaged"

@@ -23,9 +23,11 @@ import urllib.request
 
 import pytest
 
-from response_templates import engines, parse_response, vllm_plugin
+from response_templates import parse_response
+from response_templates.authoring import engines
+from response_templates.integrations import vllm_plugin
 from response_templates.library import get_template
-from response_templates.openai_adapter import to_openai_message
+from response_templates.integrations.openai_adapter import to_openai_message
 
 _missing = vllm_plugin.host_unavailable()
 if not _missing:

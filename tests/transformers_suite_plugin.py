@@ -33,7 +33,7 @@ def pytest_configure(config):
     import transformers.utils.chat_parsing.response_parser as response_parser
 
     import response_templates as rt
-    from response_templates import integration
+    from response_templates.integrations import transformers_patch as integration
     from response_templates.core import tools
 
     _offline_tokenizers()

@@ -1,7 +1,8 @@
 """The parsing core: templates, content parsers, the streaming scanner. It knows nothing of transformers."""
 
 from .errors import RegexTimeoutError, TemplateError, TransformError, get_regex_timeout, set_regex_timeout
-from .parser import ResponseParser, parse_response
+from .parse_whole import parse_response
+from .parser import ResponseParser
 from .template import CompiledTemplate, load_template
 
 __all__ = [

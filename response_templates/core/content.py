@@ -24,7 +24,7 @@ from .errors import (
     timeout_message,
 )
 from .limits import JSONTooDeepError, load_json
-from .scan import risk
+from .backtracking import risk
 
 
 def parse_text(text: str, args: dict) -> str:
@@ -156,7 +156,7 @@ def _value_with(raw: str, value_parser: dict | None) -> Any:
     return parse_content(raw, value_parser.get("name", "text"), value_parser.get("args", {}))
 
 
-# A region at most this long is read with a tag_pattern that cannot backtrack badly (`scan.risk(...)`, safe:
+# A region at most this long is read with a tag_pattern that cannot backtrack badly (`backtracking.risk(...)`, safe:
 # each anchored try is linear) without `regex`'s per-call timeout, which costs microseconds a call (each step of
 # `finditer`); the matches are found by at most one try per character, so their cost is bounded by the square of
 # this length. So is a pattern whose only risk is a pair (or chain of three) of repeats sharing a few characters,

@@ -1,6 +1,6 @@
 """One-shot parsing of a short text: one combined search per parser state.
 
-`parse_response` on a short output (at most `parser._SHORT_SEARCH` characters, prompt tail included) is mostly
+`parse_response` on a short output (at most `delimiters.SHORT_SEARCH` characters, prompt tail included) is mostly
 per-call setup, and most of it used to be one search per watched delimiter (each running to the end of the text when
 that delimiter comes late or never). Here each parser state (`Watch`) gets a `ShortPlan`: its delimiters joined in
 one alternation, each alternative wrapped in a named group. One search finds the leftmost position where any of them
@@ -14,7 +14,7 @@ A pattern keeps its meaning inside the alternation, except for what refers to gr
 no plan and keeps the per-delimiter search.
 
 On a short text the combined search costs at most the sum of the separate searches (each bounded by the square of
-the text's length for patterns that `scan._risky` judges safe); when a delimiter may backtrack badly, the search
+the text's length for patterns that `backtracking.is_risky` judges safe); when a delimiter may backtrack badly, the search
 keeps the regex time limit (the budget of the call), and the error names that delimiter. A delimiter whose only risk
 is two or three repeats that share a few characters (`\\s*\\]?\\s*`) keeps it only on a text that holds a long run of
 those characters (`scan.PatternScan.shared_runs`, `run_limit`): without one, its tries cost at most 16 times a
@@ -30,7 +30,7 @@ character it holds nowhere else splits a text one way only and is judged safe on
 
 A longer text (`find_near`) gets the plan too, for its first few delimiters only, and only tried anchored at the
 first few places where one of them may start: a bounded number of linear tries. When none of them matches, the
-streaming search (`parser.find_delimiter`) takes over, as it does for every delimiter past the first few.
+streaming search (`delimiters.find_delimiter`) takes over, as it does for every delimiter past the first few.
 """
 
 from __future__ import annotations
@@ -43,9 +43,20 @@ import warnings
 
 import regex
 
-from . import scan as scan_module
 from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
-from .scan import min_width, sre_constants, sre_parse, top_alternatives, work
+from .backtracking import CHAIN_RUN, LONG_RUN, ambiguous_repeats, nested_repeats, shared_class
+from .pattern_scan import min_width
+from .regex_syntax import (
+    NAMED_GROUP,
+    Unanalyzable,
+    charset_of,
+    last_charset,
+    single_charset,
+    sre_constants,
+    sre_parse,
+    top_alternatives,
+    work,
+)
 
 # Backreferences and conditionals point at groups by number or name, which change meaning in an alternation.
 _CROSS_GROUP = regex.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?\(|\(\?&|\(\?R|\(\?\d|\(\?P>")
@@ -185,14 +196,14 @@ def _unsafe(item: Any) -> tuple:
 
 # -- repeats of a body led by a character it holds nowhere else ---------------------------------------------------
 #
-# `scan._risky` judges any repeat of more than one character that holds a repeat risky (`(?:x*)*` splits a text in
+# `backtracking.is_risky` judges any repeat of more than one character that holds a repeat risky (`(?:x*)*` splits a text in
 # many ways). A body that begins with a character it cannot take anywhere else (`(?:<think>\s*)+`: `<`, which
 # `think>\s*` never takes) splits a text in one way only: each repetition starts at one of those characters and ends
 # before the next. Backtracking into such a loop can only end it earlier: at any place within the text the loop took,
 # as a repeat of one class holding every character of the body would. So the pattern is judged as the one with the
 # loop written as its body once (optional when the loop may repeat zero times), followed by an optional run that
 # starts with that character and goes on with any character of the body (`(?:<[<think>\s]*)?`): the repeats after
-# it that share characters with that run are pairs as `scan._risky` counts them (a gate on long runs of the shared
+# it that share characters with that run are pairs as `backtracking.is_risky` counts them (a gate on long runs of the shared
 # characters, or the timeout), and nested loops, or bodies of other shapes, keep the timeout.
 
 
@@ -201,22 +212,22 @@ def _loop_verdict(pattern: str) -> tuple:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            parsed = sre_parse.parse(scan_module._NAMED.sub(lambda m: m.group(1) + "(", pattern), re.DOTALL)
+            parsed = sre_parse.parse(NAMED_GROUP.sub(lambda m: m.group(1) + "(", pattern), re.DOTALL)
         if parsed.state.flags & (re.IGNORECASE | re.MULTILINE):
             return _TIMED, None, 0
         model = _unrolled(list(parsed))
-        if model is None or scan_module._nested(model, False):
+        if model is None or nested_repeats(model, False):
             return _TIMED, None, 0
         pairs: list = []
-        if not scan_module._ambiguous(model, (), None)[0]:
+        if not ambiguous_repeats(model, (), None)[0]:
             return _SAFE, None, 0
-        if scan_module._ambiguous(model, (), pairs)[0]:
+        if ambiguous_repeats(model, (), pairs)[0]:
             return _TIMED, None, 0
-        shared = scan_module._shared(pairs)
+        shared = shared_class(pairs)
         if shared is None:
             return _TIMED, None, 0
-        return _GATED, shared, scan_module.LONG_RUN if max(depth for _, _, depth in pairs) <= 2 else scan_module._CHAIN_RUN
-    except (scan_module._Unknown, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
+        return _GATED, shared, LONG_RUN if max(depth for _, _, depth in pairs) <= 2 else CHAIN_RUN
+    except (Unanalyzable, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
         return _TIMED, None, 0
 
 
@@ -233,13 +244,13 @@ def _unrolled(items: list) -> list | None:
             least, most, body = av
             body = list(body)
             loops = most is sre_constants.MAXREPEAT or most > 1
-            if not loops or scan_module._single(body) is not None or not scan_module._nested(body, True):
+            if not loops or single_charset(body) is not None or not nested_repeats(body, True):
                 inner = _unrolled(body)
                 if inner is None:
                     return None
                 out.append((op, (least, most, inner)))
                 continue
-            if not body or body[0][0] is not sre_constants.LITERAL or scan_module._nested(body, False):
+            if not body or body[0][0] is not sre_constants.LITERAL or nested_repeats(body, False):
                 return None
             lead = body[0][1]
             run = _run_of(body[1:], chr(lead))
@@ -280,7 +291,7 @@ def _run_of(items: list, lead: str) -> tuple | None:
     pieces: list = []
     wide = False
     for op, av in _takers(items):
-        chars = scan_module._charset(op, av)
+        chars = charset_of(op, av)
         source = chars.source()
         if source is None or regex.match(source, lead, regex.DOTALL) is not None:
             return None
@@ -296,7 +307,7 @@ def _run_of(items: list, lead: str) -> tuple | None:
 
 def _takers(items: list):
     """Every item of a sequence that takes a character, inside groups, repeats and alternations (not lookarounds,
-    which take none); raises `scan._Unknown` on anything else that could (a backreference)."""
+    which take none); raises `Unanalyzable` on anything else that could (a backreference)."""
     for op, av in items:
         if op in _TAKERS:
             yield op, av
@@ -310,7 +321,7 @@ def _takers(items: list):
         elif op is getattr(sre_constants, "ATOMIC_GROUP", object()):
             yield from _takers(list(av))
         elif op not in (sre_constants.ASSERT, sre_constants.ASSERT_NOT, sre_constants.AT):
-            raise scan_module._Unknown
+            raise Unanalyzable
 
 
 def build_short_plan(watch: Any) -> ShortPlan | None:
@@ -385,7 +396,7 @@ def _guard(pattern: str) -> str | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            items = list(sre_parse.parse(scan_module._NAMED.sub(lambda m: m.group(1) + "(", pattern), re.DOTALL))
+            items = list(sre_parse.parse(NAMED_GROUP.sub(lambda m: m.group(1) + "(", pattern), re.DOTALL))
         if len(items) == 1 and items[0][0] is sre_constants.BRANCH:
             alternatives = [list(alternative) for alternative in items[0][1][1]]
         else:
@@ -394,12 +405,12 @@ def _guard(pattern: str) -> str | None:
         for alternative in alternatives:
             if not alternative or alternative[0][0] is not sre_constants.ASSERT or alternative[0][1][0] != -1:
                 return None
-            chars, empty = scan_module._last(alternative[0][1][1])
+            chars, empty = last_charset(alternative[0][1][1])
             source = chars.source()
             if empty or not source:
                 return None
             sources.add(source)
-    except (scan_module._Unknown, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
+    except (Unanalyzable, re.error, RecursionError, OverflowError, Warning, ValueError, TypeError, KeyError, IndexError):
         return None
     guard = "|".join(sorted(sources))
     if regex.search(guard, _BLANKS) is not None:

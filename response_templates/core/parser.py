@@ -1,4 +1,4 @@
-"""The streaming response parser and the one-shot `parse_response`.
+"""`ResponseParser`, the streaming parser (the one-shot `parse_response` is in `parse_whole`).
 
 The parser walks the text once. In each state it watches a set of delimiters: in the implicit region (or outside
 every region) the opens of all fields and the implicit field's close; inside an explicit field, that field's close.
@@ -11,67 +11,61 @@ So the message never depends on how the output was split into chunks, and stream
 
 Only the unconsumed tail of the stream (plus a little context for lookbehinds) is kept, so the cost of `feed` does
 not grow with what was fed before.
+
+The parts: `delimiters` finds the delimiter to commit next, `message` turns closed regions into values, and
+`ResponseParser` keeps the stream's state (documented in `__init__`) and routes text between them.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
-from time import perf_counter
-from typing import Any
+from typing import Any, NamedTuple
 
-from .content import TYPED_SYNTAX
+from .delimiters import CONTEXT_KEPT, find_delimiter
 from .errors import (
-    RegexTimeoutError,
-    close_budget,
-    excerpt,
-    grow_regex_budget,
-    open_budget,
     regex_budget,
-    regex_time_left,
-    timeout_message,
 )
-from .oneshot import FAR, build_short_plan, find_near, find_short, note_far
-from .scan import first_candidate, quiet, scan_pattern, track_guards, work
-from .scan import NOT_SPACE  # a non-whitespace character, as `regex` reads `\s`
-from .template import CompiledTemplate, Watch, WatchItem, literal_runs, load_template
+from .message import (
+    PREFIX_REQUIRED,
+    check_malformed,
+    cut_safe,
+    discard_event,
+    finish_message,
+    settle_checked,
+    trigger_hit,
+)
+from .regex_syntax import work
+from .template import CompiledTemplate, WatchItem, load_template
 from .token_ids import TokenIdDecoder, strip_markers
 from .tools import tool_parameters, type_tool_calls
 
-# Consumed text kept before the scan position, for \b and the like in delimiter patterns (templates whose
-# patterns have lookbehinds keep everything).
-_CONTEXT = 256
-# A partial match held back over more text than this is tried again only once the held text doubles, unless the text
-# added may settle it (see _scan_item).
-_LONG_HOLD = 256
 # Drop consumed text once this much has piled up (amortises the copy).
 _TRIM_AT = 4096
 # Chunks up to this long (ASCII) are checked for trigger characters with a set, longer ones with a regex search.
 _SET_CHECK = 64
 # Every ASCII character (see `_heat`).
 _ASCII_CHARS = frozenset(map(chr, range(128)))
-# At the end of a text at most this long, a regex delimiter is found with one plain search (lookbehinds included,
-# its cost is bounded by the square of this length).
-_SHORT_SEARCH = 512
-# In a longer text, one-shot parsing looks for this many delimiters at the first candidates of the state's
-# one-shot plan (`oneshot.find_near`), then with the streaming search only: linear either way.
-_NEAR_CALLS = 16
-# ... on texts up to this long: a short message past _SHORT_SEARCH gains; on long generations the tries that fail cost
-# more than they save (a one-shot parse of a 32K olmo3 or nemotron_nano_v2 generation took 2-10 times longer).
-_NEAR_TEXT = 4096
 
-logger = logging.getLogger("response_templates")
 
-# What to do with a structured region whose text does not parse (see `malformed=`).
-MALFORMED_POLICIES = ("raise", "content", "drop")
-# Characters of a parse error quoted in a region_discard event.
-_ERROR_CHARS = 500
+class HotPath(NamedTuple):
+    """What `feed`'s hot path reads in the current state (see `ResponseParser._heat`). A tuple, so that `feed`
+    unpacks it in one step."""
 
-PREFIX_REQUIRED = (
-    "prefix= is required: pass the prompt the model continued from (chat templates often write the start of the "
-    "assistant message, such as an opening <think>, and the parser must see it). If the output already holds the "
-    'whole message, pass prefix="" to opt out.'
-)
+    chars: frozenset  # the watch's trigger characters: a chunk holding none of them cannot hold a delimiter
+    plain_last: frozenset  # ASCII characters outside the lead class: a chunk ending with one holds nothing back
+    back: int  # characters before the held text that a lookbehind trigger may need
+    proto: dict  # the region_chunk event of the current region, copied for each chunk
+    body: list  # the current region's text pieces
+    limit: int  # the buffer length past which consumed text is trimmed
+    fast: Any  # the watch's `FastPath`
+
+
+class LeadRuns(NamedTuple):
+    """Where the runs of each lead class that end the buffer start, when they filled the last chunk (see
+    `ResponseParser._lead_hold`)."""
+
+    end: int  # stream position of the buffer's end when they were found
+    starts: list  # stream position where each lead class's run starts
 
 
 class ResponseParser:
@@ -120,8 +114,8 @@ class ResponseParser:
         self._finalized = False
         self._plain = self._decoder is None  # feed takes text and the parser is not finalized (feed's fast path)
         self._trims = not compiled.keeps_history
-        self._runs: tuple | None = None  # (stream position of the buffer's end, where each lead run ending there starts)
-        self._hot: tuple | None = None  # what feed's hot path needs in the current state, or None (see _heat)
+        self._runs: LeadRuns | None = None  # the lead runs that ended the buffer at the last chunk (see _lead_hold)
+        self._hot: HotPath | None = None  # what feed's hot path needs in the current state, or None (see _heat)
         self._counted = 0  # stream position up to which fed text was counted as work (see _account)
         self._reset()
         self.initial_events: list[dict] = []
@@ -336,7 +330,7 @@ class ResponseParser:
                         region = chunk if not fast.reach else buffer[max(0, old_end - fast.reach):]
                         hit = (
                             not (len(region) <= _SET_CHECK and region.isascii() and fast.chars.isdisjoint(region))
-                            and _hit(trigger.search(region, partial=True))
+                            and trigger_hit(trigger.search(region, partial=True))
                         )
                     if not hit:
                         end = len(buffer)
@@ -406,7 +400,7 @@ class ResponseParser:
             and self._opened
             and not (fast.begin and self._base + self._pos == 0)
         ):
-            self._hot = (
+            self._hot = HotPath(
                 fast.chars,
                 _ASCII_CHARS - fast.lead_chars,
                 fast.back,
@@ -426,7 +420,7 @@ class ResponseParser:
         end = len(buffer)
         base = self._base
         runs = self._runs
-        known = runs is not None and runs[0] == base + old_end
+        known = runs is not None and runs.end == base + old_end
         hold = end
         starts = []
         whole = False
@@ -437,7 +431,7 @@ class ResponseParser:
             else:
                 whole = True
                 if known:
-                    at = max(runs[1][index] - base, pos)
+                    at = max(runs.starts[index] - base, pos)
                 else:
                     found = back.search(buffer, pos, old_end)
                     at = found.end() if found is not None else pos
@@ -445,7 +439,7 @@ class ResponseParser:
             if at < hold:
                 hold = at
         if whole:
-            self._runs = (base + end, starts)
+            self._runs = LeadRuns(base + end, starts)
         return hold
 
     def _held_clean(self) -> bool:
@@ -502,7 +496,7 @@ class ResponseParser:
 
     def _trim(self) -> None:
         if self._pos > _TRIM_AT and not self.template.keeps_history:
-            cut = self._pos - _CONTEXT
+            cut = self._pos - CONTEXT_KEPT
             self._buffer = self._buffer[cut:]
             self._pos -= cut
             self._base += cut
@@ -637,620 +631,3 @@ class ResponseParser:
             else:
                 events.extend(discarded)
         self._reset()
-
-
-def _hit(found: Any) -> bool:
-    """A trigger search found something (`regex` reports an empty partial match at the end: not a hit)."""
-    return found is not None and found.end() > found.start()
-
-
-def field_value(field: Any, body: str, captures: dict) -> Any:
-    """Parse a region's text with its field's content parser, then apply the field's transform."""
-    grow_regex_budget(len(body))  # the content parser reads the whole region, however small the last chunk was
-    try:
-        value = field.parse(body, field.content_args)
-    except RegexTimeoutError as error:
-        raise RegexTimeoutError(f"field {field.name!r}: content_args.{error}") from None
-    if field.build is None:
-        return value
-    if not field.transform_each:
-        return field.build({**captures, "content": value})
-    if not isinstance(value, list):
-        raise ValueError(f"field {field.name!r}: transform_each needs the parsed content to be a list, got {type(value).__name__}")
-    shaped = []
-    for item in value:
-        if not isinstance(item, dict):
-            raise ValueError(f"field {field.name!r}: transform_each needs every list item to be a dict, got {type(item).__name__}")
-        shaped.append(field.build({**captures, **item}))
-    return shaped
-
-
-def check_malformed(policy: Any) -> str:
-    """Validate a `malformed=` policy."""
-    if not isinstance(policy, str) or policy not in MALFORMED_POLICIES:
-        raise ValueError(f"malformed= must be one of {', '.join(map(repr, MALFORMED_POLICIES))}; got {policy!r}")
-    return policy
-
-
-def discard_event(name: str, reason: str, raw: str, **extra: Any) -> dict:
-    """The event that ends a region whose value is not returned (instead of its region_close)."""
-    return {"type": "region_discard", "field": name, "reason": reason, "raw": raw, **extra}
-
-
-def settle_checked(
-    compiled: CompiledTemplate,
-    field: Any,
-    body: str,
-    open_text: str,
-    close_text: str,
-    captures: dict,
-    output: dict,
-    tool_params: dict,
-    strip: bool,
-    malformed: str,
-) -> tuple[Any, list | None]:
-    """`settle` a closed region under the `malformed=` policy. Returns `(value, None)`, or `(None, events)` when the
-    region's text does not parse and the policy is "content" or "drop": a `region_discard` event, followed with
-    "content" by the events of the content region that received the region's raw text (delimiters included)."""
-    try:
-        return settle(field, body, captures, output, tool_params, strip), None
-    except RegexTimeoutError:
-        raise  # a hostile template, not a damaged output
-    except (ValueError, RecursionError) as error:
-        if malformed == "raise":
-            raise
-        problem = str(error) or type(error).__name__
-    raw = open_text + body + close_text
-    shown = strip_markers(raw) if strip else raw
-    if len(problem) > _ERROR_CHARS:
-        problem = problem[:_ERROR_CHARS] + "…"
-    logger.debug("malformed %r region %s (malformed=%r): %s", field.name, "kept as content" if malformed == "content" else "dropped", malformed, problem)
-    events = [discard_event(field.name, "malformed", shown, error=problem, policy=malformed)]
-    if malformed == "content":
-        target, value = keep_as_content(compiled, raw, output, strip)
-        events += [
-            {"type": "region_open", "field": target},
-            {"type": "region_chunk", "field": target, "text": shown, "dirty": False},
-            {"type": "region_close", "field": target, "value": value},
-        ]
-    return None, events
-
-
-def keep_as_content(compiled: CompiledTemplate, raw: str, output: dict, strip: bool) -> tuple[str, Any]:
-    """Store a malformed region's raw text as a region of the `content` field (or of the implicit field when that is
-    the text field), in order with the rest of it. Returns (the field's name, the region's value)."""
-    target = compiled.fields.get("content")
-    if target is None or target.content != "text":
-        implicit = compiled.fields.get(compiled.implicit) if compiled.implicit is not None else None
-        target = implicit if implicit is not None and implicit.content == "text" else None
-    if target is not None:
-        return target.name, settle(target, raw, {}, output, {}, strip)
-    # No text field to hold it: a plain "content" string, regions joined by a blank line.
-    value = (strip_markers(raw) if strip else raw).strip()
-    earlier = output.get("content")
-    output["content"] = earlier + "\n\n" + value if isinstance(earlier, str) and earlier else value
-    return "content", value
-
-
-def cut_safe(found: tuple, text: str, pos: int) -> bool:
-    """Whether a close delimiter found in a truncated output is a close whatever text would have followed: no
-    continuation may drop it or change its named groups (its end may still grow). Only closes that end within
-    `_CONTEXT` characters of the cut are examined, from their start (a match that could begin earlier is not
-    looked for)."""
-    item, start, end, groups = found
-    if item.kind != "close":
-        return True
-    delimiter = item.delimiter
-    length = len(text)
-    if delimiter.literals is not None:
-        # a longer literal that starts before this one and runs to the end could still win
-        longest = max(map(len, delimiter.literals))
-        for at in range(max(pos, length - longest + 1), start):
-            tail = text[at:]
-            if any(len(literal) > len(tail) and literal.startswith(tail) for literal in delimiter.literals):
-                return False
-        return True
-    if length - end > _CONTEXT:
-        return True  # far from the cut: library patterns look ahead a few characters at most
-    match, hold = _pattern_scan(item, text, start, False)
-    if match is not None and match.start() == start and hold > start:
-        return True  # final as it stands (what streaming commits before the end)
-    # Undecided: fine if only its end may still grow. Every continuation the pattern spells must leave a match at
-    # the same place with the same named groups.
-    pattern = delimiter.regex
-    offset = max(0, start - _CONTEXT)
-    window = text[offset:]
-    for probe in delimiter.probes or ("\x00",):
-        extended = _timed(item, pattern.match, window + probe, start - offset)
-        if extended is None or (groups is not None and extended.groupdict() != groups):
-            return False
-    return True
-
-
-def settle(field: Any, body: str, captures: dict, output: dict, tool_params: dict, strip: bool) -> Any:
-    """Compute a closed region's value and store it in the message (set, appended, or joined). Returns the value."""
-    value = field_value(field, body, captures)
-    if strip:
-        value = strip_markers(value)
-    if tool_params and "value_parser_by" not in field.content_args:
-        value = type_tool_calls(value, tool_params, field.content in TYPED_SYNTAX)
-    name = field.name
-    if field.join is not None:
-        if not isinstance(value, str):
-            raise ValueError(f"field {name!r}: 'join' needs each match to parse to a string, got {type(value).__name__}")
-        earlier = output.get(name)
-        output[name] = value if earlier is None else earlier + field.join + value
-    elif field.repeats:
-        output.setdefault(name, []).append(value)
-    else:
-        output[name] = value
-    return value
-
-
-def finish_message(compiled: CompiledTemplate, output: dict) -> dict:
-    """Enforce `optional: false` fields, then drop empty values (defaults are always kept)."""
-    if compiled.required:
-        missing = [name for name in compiled.required if name not in output]
-        if missing:
-            raise ValueError(f"required field(s) {missing} (optional: false) did not appear in the output")
-    for value in output.values():
-        if not value:
-            break
-    else:
-        return output  # nothing empty to drop (the common case)
-    defaults = compiled.defaults
-    return {
-        key: value
-        for key, value in output.items()
-        if key in defaults or not (value is None or (not value and isinstance(value, (str, list, dict))))
-    }
-
-
-def find_delimiter(watch: Watch, buffer: str, pos: int, eos: bool, memo: dict | None = None, base: int = 0) -> tuple[tuple | None, int]:
-    """The delimiter to commit now at or after `pos`: (item, start, end, named groups), or None; and where
-    held-back text starts (the buffer's length when nothing is held, and always at the end of the stream).
-
-    `memo` (a dict the caller keeps for one text, with `base` the text position of `buffer[0]`) remembers how far
-    each delimiter's scan got, so text is never scanned twice for the same delimiter: one feed of any size, or one
-    parse, costs time linear in its length."""
-    end_of_text = len(buffer)
-    if not watch.items:
-        return None, end_of_text
-    if watch.literal_only:
-        match = watch.combined.search(buffer, pos)
-        hold = end_of_text if eos else _literal_hold(watch, buffer, pos)
-        if match is not None and match.start() < hold:
-            return (watch.owner[match.group()], match.start(), match.end(), None), hold
-        return None, hold
-    best, best_key, hold = None, None, end_of_text
-    for index, item in enumerate(watch.items):
-        # nothing starting after the best match so far (or after held text) can be committed now
-        limit = hold if best is None or best[1] > hold else best[1]
-        delimiter = item.delimiter
-        if delimiter.literals is not None:
-            single = watch.singles[index]
-            match = _literal_search(item, single, buffer, pos, limit, memo, base)
-            if not eos:
-                hold = min(hold, _literal_hold(single, buffer, pos))
-            groups = None
-        else:
-            if delimiter.scan is not None:
-                match, pending = _scan_item(item, buffer, pos, eos, limit, memo, base)
-            else:
-                match, pending = _pattern_scan(item, buffer, pos, eos)
-            hold = min(hold, pending)
-            groups = match.groupdict() if match is not None else None
-        if match is None:
-            continue
-        key = (match.start(), match.start() - match.end(), item.rank)
-        if best_key is None or key < best_key:
-            best_key, best = key, (item, match.start(), match.end(), groups)
-    if best is not None and best[1] >= hold:
-        best = None
-    return best, hold
-
-
-def _literal_search(item: WatchItem, single: Watch, buffer: str, pos: int, limit: int, memo: dict | None, base: int):
-    """The leftmost-longest occurrence of a literal delimiter at or after `pos` (None when there is none up to
-    `limit`), remembering where it is (or how far there is none) in `memo`."""
-    start = pos
-    record = memo.get(id(item)) if memo is not None else None
-    if record is not None:
-        found, resume = record
-        if found is not None and found - base >= pos:
-            return single.combined.match(buffer, found - base)
-        start = max(pos, resume - base)
-    end = len(buffer)
-    stop = min(end, limit + single.longest)
-    match = single.combined.search(buffer, start, stop) if start < stop else None
-    if memo is not None:
-        if match is not None:
-            memo[id(item)] = (match.start() + base, match.start() + base)
-        else:
-            memo[id(item)] = (None, max(start, stop - single.longest + 1) + base)
-    return match
-
-
-def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, memo: dict | None, base: int) -> tuple[Any, int]:
-    """`_pattern_scan` for a regex delimiter whose starts the template analysis bounded (scan.PatternScan): only
-    candidate starts are tried, and only from where the last scan of this delimiter stopped."""
-    key = id(item)
-    start = pos
-    end = len(buffer)
-    scan = item.delimiter.scan
-    if eos and end <= _SHORT_SEARCH:
-        return _short_search(item, buffer, pos, memo, key, base), end
-    if memo is not None:
-        start = max(pos, memo.get(key, 0) - base)
-        held = memo.get((key, "held"))
-        if held is not None and not eos:
-            # A long partial match held at `at` was checked when the text ended at `then`: trying it again costs its
-            # length, so (when the text added since cannot complete it) wait until the held text has doubled.
-            # Holding longer only delays events; the message is the same.
-            at, then = held[0] - base, held[1] - base
-            if at >= pos and end - at < 2 * (then - at) and _still_held(scan, buffer, held[2] - base):
-                memo[(key, "held")] = (held[0], held[1], end + base)  # the text up to here is checked
-                return None, at
-            del memo[(key, "held")]
-        if start > limit:
-            # every candidate left lies past what can be committed now (an earlier delimiter holds before it)
-            return None, end
-        if not eos and first_candidate(scan, buffer, start) >= end:
-            # no trigger in the text since the last scan and no lead run at its end: nothing can start there
-            memo[key] = end + base
-            return None, end
-    guards = None
-    if scan.guards is not None:
-        # where the literals of the pattern's unbounded lookbehinds occur (buffer positions), see scan._try
-        if memo is None:
-            memo, base = {}, 0
-        state = memo.setdefault((key, "guards"), [0, []])
-        guards = track_guards(scan, buffer, state[1], state, base)
-    kind, match, at, dead = scan_pattern(
-        item.delimiter.regex, scan, buffer, pos, start, eos, limit, _quick(item) if scan.safe else _timer(item), guards
-    )
-    if memo is not None:
-        memo[key] = dead + base
-        if kind == "hold" and end - at > _LONG_HOLD:
-            memo[(key, "held")] = (at + base, end + base, end + base)
-    if kind is None:
-        return None, end
-    if kind == "match":
-        if not eos and end - match.end() <= _CONTEXT:
-            # no way through the pattern reaches the end, but `$`, `\b` or a lookahead may still lean on it
-            return _settle_probe(item, buffer, match, end, ("\x00",))
-        return match, end
-    if kind == "hold":
-        return None, at
-    return _settle_probe(item, buffer, match, end)
-
-
-def _still_held(scan: Any, buffer: str, checked: int) -> bool:
-    """Whether the text from `checked` (added since the hold was last checked) may leave a held partial match as it
-    is, so that trying it again can wait: whitespace only (it goes on with a run of whitespace, which a match held
-    that long as good as always takes or waits for), or text without a character a match can end with
-    (`PatternScan.completion`). Either way a wrong guess only delays events: the message is the same."""
-    if NOT_SPACE.search(buffer, checked) is None:
-        return True
-    return scan.completion is not None and scan.completion.search(buffer, checked) is None
-
-
-def _find_short(watch: Watch, text: str, pos: int, found: dict) -> tuple | None:
-    """`find_delimiter` at the end of a short text (`_SHORT_SEARCH`), for one-shot parsing: one search per delimiter,
-    each begun at its own first candidate and kept in `found` while the match lies ahead. `oneshot.find_short`
-    searches all of a state's delimiters at once, which is cheaper unless much text lies before the first one (the
-    search of one delimiter skips text the regex engine can rule out fast, the combined search cannot)."""
-    best, best_key = None, None
-    for index, item in enumerate(watch.items):
-        hit = found.get(id(item))
-        if hit is None or hit[0] > pos or (hit[1] is not None and hit[1].start() < pos):
-            delimiter = item.delimiter
-            scan = delimiter.scan
-            if delimiter.literals is not None:
-                match = watch.singles[index].combined.search(text, pos)
-            elif scan is None:
-                match = _pattern_scan(item, text, pos, True)[0]
-            elif scan.safe or quiet(scan, text, found):  # one-shot: the text is complete and short
-                try:
-                    regex_time_left()
-                except TimeoutError:
-                    raise RegexTimeoutError(
-                        timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(delimiter.regex.pattern)}")
-                    ) from None
-                match = delimiter.regex.search(text, first_candidate(scan, text, pos))
-            else:  # nested or adjacent repeats: the search keeps the time limit
-                match = _timed(item, delimiter.regex.search, text, first_candidate(scan, text, pos))
-            work[0] += len(text) - pos
-            found[id(item)] = (pos, match)
-        else:
-            match = hit[1]
-        if match is None:
-            continue
-        start = match.start()
-        key = (start, start - match.end(), item.rank)
-        if best_key is None or key < best_key:
-            best_key, best = key, (item, match, start)
-    if best is None or best[2] >= len(text):
-        return None  # as find_delimiter: nothing starts at the very end of the text
-    item, match, start = best
-    return item, start, match.end(), (match.groupdict() if item.delimiter.literals is None else None)
-
-
-def _short_search(item: WatchItem, buffer: str, pos: int, memo: dict | None, key: int, base: int) -> Any:
-    """At the end of a short text: one `search` (its cost is bounded by the square of `_SHORT_SEARCH` for a pattern
-    without nested or adjacent repeats; others keep the time limit), reused while the match found lies ahead. Same answer as
-    the candidate scan (which a search gives by definition), without its per-call setup: short messages are mostly
-    setup."""
-    if memo is not None:
-        found = memo.get((key, "found"))
-        if found is not None and found[0] is buffer and (found[1] is None or found[1].start() >= pos) and found[2] <= pos:
-            return found[1]
-    pattern = item.delimiter.regex
-    if item.delimiter.scan.safe:
-        try:
-            regex_time_left()
-        except TimeoutError:
-            raise RegexTimeoutError(
-                timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(pattern.pattern)}")
-            ) from None
-        match = pattern.search(buffer, first_candidate(item.delimiter.scan, buffer, pos))
-    else:  # nested or adjacent repeats: even a short text may take long, so the search keeps the time limit
-        match = _timed(item, pattern.search, buffer, first_candidate(item.delimiter.scan, buffer, pos))
-    work[0] += len(buffer) - pos
-    if memo is not None:
-        memo[(key, "found")] = (buffer, match, pos)
-        memo[key] = (match.start() if match is not None else len(buffer)) + base
-    return match
-
-
-# -- scanning helpers --------------------------------------------------------------------------------------------
-
-
-def _literal_hold(watch: Watch, buffer: str, pos: int) -> int:
-    """The first position from which the rest of the buffer is a proper prefix of a watched literal (text that
-    may still become a delimiter), or the buffer's length."""
-    end = len(buffer)
-    start = max(pos, end - watch.longest + 1)
-    found = watch.starters.search(buffer, start)
-    while found is not None:
-        at = found.start()
-        if buffer[at:] in watch.prefixes:
-            return at
-        found = watch.starters.search(buffer, at + 1)
-    return end
-
-
-def _timer(item: WatchItem):
-    return lambda *args, **kwargs: _timed(item, *args, **kwargs)
-
-
-def _quick(item: WatchItem):
-    """Anchored tries of a pattern without nested or adjacent repeats (scan.PatternScan.safe): each is cheap, so they
-    run without `regex`'s per-call timeout, which costs tens of microseconds a call; the budget of the call is still
-    checked before each try."""
-
-    def run(operation, *args, **kwargs):
-        try:
-            regex_time_left()
-        except TimeoutError:
-            raise RegexTimeoutError(
-                timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
-            ) from None
-        return operation(*args, **kwargs)
-
-    return run
-
-
-def _timed(item: WatchItem, operation, *args, **kwargs):
-    try:
-        return operation(*args, timeout=regex_time_left(), **kwargs)
-    except TimeoutError:
-        key = f"{item.kind}_pattern"
-        raise RegexTimeoutError(
-            timeout_message(f"field {item.field.name!r}: {key} {excerpt(item.delimiter.regex.pattern)}")
-        ) from None
-
-
-def _pattern_scan(item: WatchItem, buffer: str, pos: int, eos: bool) -> tuple[Any, int]:
-    """Search a regex delimiter. Returns (the leftmost complete match or None, where a still-undecided match could
-    start). A complete match is undecided while more text could make the pattern match elsewhere at or before it
-    (an alternative or a greedy repeat still open at the end of the buffer), or while it leans on the end of the
-    buffer (`$`, lookaheads). (For patterns the template analysis could not bound; see `_scan_item`.)"""
-    pattern = item.delimiter.regex
-    end = len(buffer)
-    if eos:
-        return _timed(item, pattern.search, buffer, pos), end
-    first = _timed(item, pattern.search, buffer, pos, partial=True)
-    if first is None:
-        return None, end
-    if first.partial:
-        return None, first.start()
-    # `regex` prefers a complete match anywhere to a partial one, so look for partial matches before it.
-    match = first
-    for start in range(pos, match.start()):
-        if _timed(item, pattern.fullmatch, buffer, start, partial=True) is not None:
-            return match, start
-    if match.end() == end:
-        return match, match.start()  # at the edge: a repeat or an alternative may still grow it
-    if _timed(item, pattern.fullmatch, buffer, match.start(), partial=True) is None:
-        return _settle_probe(item, buffer, match, end, ("\x00",))
-    return _settle_probe(item, buffer, match, end)
-
-
-def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tuple | None = None) -> tuple[Any, int]:
-    """A complete match from whose start a way through the pattern also reaches the end of the buffer: more text may
-    take precedence (a greedy repeat, an earlier alternative), and `$` or a lookahead may lean on the end. Lazy
-    repeats and alternatives that already failed cannot change the match. Probe with the continuations the pattern
-    spells: the match is final when none changes it."""
-    pattern = item.delimiter.regex
-    start = match.start()
-    # Probing needs the text from the match on, plus some context for lookbehinds.
-    offset = max(0, start - _CONTEXT)
-    window = buffer[offset:]
-    span = (start - offset, match.end() - offset)
-    scan = item.delimiter.scan
-    # anchored tries of a pattern without nested or adjacent repeats skip regex's per-call timeout (see _quick)
-    run = _quick(item) if scan is not None and scan.safe else _timer(item)
-    for probe in item.delimiter.probes if probes is None else probes:
-        extended = run(pattern.match, window + probe, span[0])
-        if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
-            return match, start
-    if probes is None:
-        # The fixed probes are the shortest continuations only: a long literal cut by the end of the buffer
-        # (`<|START_R`) is completed with its own rest, which may give a preferred, longer match at the same start.
-        for probe in _completions(pattern.pattern, window, span[1]):
-            extended = run(pattern.match, window + probe, span[0])
-            if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
-                return match, start
-    return match, end
-
-
-def _completions(pattern: str, window: str, after: int) -> list[str]:
-    """The rests of the pattern's literal runs whose beginnings end the window after position `after` (each also
-    followed by a NUL, for lookaheads and `$` after it)."""
-    rests = []
-    for literal in literal_runs(pattern):
-        for size in range(min(len(literal) - 1, len(window) - after), 0, -1):
-            if window.endswith(literal[:size]):
-                rests.append(literal[size:])
-                rests.append(literal[size:] + "\x00")
-    return rests
-
-
-# -- one-shot ----------------------------------------------------------------------------------------------------
-
-
-def parse_response(
-    text: Any,
-    template: dict | CompiledTemplate,
-    *,
-    prefix: Any = None,
-    tools: list | None = None,
-    tokenizer: Any = None,
-    truncated: bool = False,
-    malformed: str = "raise",
-) -> dict:
-    """Parse one complete generation into a message dict.
-
-    `template` is a template dict, a compiled template, or the name of a library template ("qwen3").
-    `prefix` is the prompt the model continued from (required; `""` opts out). `tools` types tool-call arguments
-    by their schemas. With a fast `tokenizer`, `text` (and `prefix`) may be token ids. `truncated=True` says the
-    output was cut off, so an unfinished tool call is dropped rather than parsed.
-
-    `malformed=` says what to do with a region whose text does not parse with its field's content parser or
-    transform (a tool call with broken JSON): "raise" (the default, as transformers: `ValueError`), "content" (its
-    raw text, delimiters included, becomes a region of `content` where the model wrote it) or "drop" (it is left
-    out). Other regions are parsed as usual either way."""
-    compiled = load_template(template)
-    if prefix is None:
-        raise ValueError(PREFIX_REQUIRED)
-    check_malformed(malformed)
-    if tokenizer is None and not isinstance(text, str):
-        raise TypeError(
-            f"parse_response takes text, got {type(text).__name__}; to parse token ids, pass tokenizer= (a fast tokenizer)"
-        )
-    tool_params = tool_parameters(tools) if tools else {}
-    if tokenizer is not None:
-        if isinstance(text, str):
-            raise TypeError("parse_response was given tokenizer=, so it takes token ids, not text")
-        decoder = TokenIdDecoder(tokenizer)
-        if isinstance(prefix, str):
-            prefix = tokenizer.encode(prefix, add_special_tokens=False)
-        prefix = decoder.feed(prefix) + decoder.flush()
-        text = decoder.feed(text) + decoder.flush()
-    elif not isinstance(prefix, str):
-        raise TypeError(f"prefix must be text (or token ids together with tokenizer=), got {type(prefix).__name__}")
-    # The streaming parser only commits decisions that later text cannot change, so one pass over prompt tail and
-    # output, as at the end of a stream, gives exactly the streamed message.
-    opened = open_budget(len(text) + len(prefix))  # (`regex_budget`, a little cheaper per short message)
-    try:
-        if prefix:
-            text = compiled.truncate_prefix(prefix) + text
-        return _parse_whole(compiled, text, tool_params, tokenizer is not None, truncated, malformed)
-    finally:
-        if opened:
-            close_budget()
-
-
-def _parse_whole(
-    compiled: CompiledTemplate, text: str, tool_params: dict, strip: bool, truncated: bool, malformed: str = "raise"
-) -> dict:
-    """One pass over a complete text, without events: the same states and decisions as `ResponseParser`."""
-    fields, implicit = compiled.fields, compiled.implicit
-    output = compiled.fresh_defaults()
-    current, opened, body_start, captures = implicit, False, 0, None
-    region_start = 0  # where the current region's open delimiter starts (its body, for the implicit region)
-    watch = compiled.idle_watch
-    pos = 0
-    memo: dict = {}
-
-    def close(field: Any, body_end: int, close_end: int) -> None:
-        if malformed == "raise":  # (what settle_checked does under this policy: the error goes to the caller)
-            settle(field, text[body_start:body_end], captures or {}, output, tool_params, strip)
-            return
-        settle_checked(
-            compiled, field, text[body_start:body_end], text[region_start:body_start], text[body_end:close_end],
-            captures or {}, output, tool_params, strip, malformed,
-        )
-
-    short = len(text) <= _SHORT_SEARCH
-    near = _NEAR_CALLS if len(text) <= _NEAR_TEXT else 0
-    while True:
-        if watch.literal_only:  # the common case, inlined
-            match = watch.combined.search(text, pos)
-            found = None if match is None else (watch.owner[match.group()], match.start(), match.end(), None)
-        elif short:
-            plan = watch.short_plan
-            if plan is None:
-                plan = watch.short_plan = build_short_plan(watch) or False
-            found = find_short(plan, text, pos) if plan else None
-            if found is FAR:
-                timing = perf_counter()
-                found = _find_short(watch, text, pos, memo)
-                note_far(plan, perf_counter() - timing, len(text) - pos)
-            elif not plan:
-                found = find_delimiter(watch, text, pos, True, memo)[0]
-        else:
-            plan = watch.short_plan
-            if plan is None:
-                plan = watch.short_plan = build_short_plan(watch) or False
-            # a longer text: the first few candidates with the one-shot plan, a bounded number of times (linear)
-            found = FAR
-            if plan and near:
-                near -= 1
-                found = find_near(plan, text, pos)
-            if found is FAR:
-                found, _ = find_delimiter(watch, text, pos, True, memo)
-        if truncated and found is not None and current is not None and current != implicit:
-            if not fields[current].text_like and not cut_safe(found, text, pos):
-                found = None  # a close that only the cut made: the structured region is unfinished
-        if found is None:
-            if current is not None and (opened or pos < len(text)):
-                if not opened:
-                    body_start = region_start = pos
-                field = fields[current]
-                if truncated and current != implicit and not field.text_like:
-                    break  # cut off inside a structured region (an unfinished call): dropped
-                close(field, len(text), len(text))
-            break
-        item, start, end, groups = found
-        if start > pos and current is not None and not opened:
-            opened, body_start, region_start = True, pos, pos
-        pos = end
-        if item.kind == "open":
-            if current is not None and opened:
-                close(fields[current], start, start)
-            field = item.field
-            current, opened, body_start, region_start = field.name, True, end, start
-            captures = {k: v for k, v in groups.items() if v is not None} if groups else None
-            watch = compiled.field_watch[field.name]
-            continue
-        had_text = opened
-        if opened:
-            if groups:
-                captures = {**(captures or {}), **{k: v for k, v in groups.items() if v is not None}}
-            close(fields[current], start, end)
-        current, opened, captures, watch = implicit, False, None, compiled.idle_watch
-        if not had_text and start == end:
-            return finish_message(compiled, output)  # an empty close that matches nothing: stop (as transformers)
-    return finish_message(compiled, output)

@@ -13,14 +13,16 @@ import json
 import re
 import warnings
 from dataclasses import dataclass, field as dataclass_field
-from typing import Any
+from typing import Any, Callable
 
 import regex
 
 from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
 from .errors import RegexTimeoutError, TemplateError, excerpt, regex_time_left, timeout_message
 from .limits import check_template
-from .scan import _REGEX_ONLY, _single, analyze, build_fast_path, sre_constants, sre_parse
+from .fast_path import build_fast_path
+from .pattern_scan import analyze
+from .regex_syntax import REGEX_ONLY_SYNTAX, single_charset, sre_constants, sre_parse
 
 TEMPLATE_KEYS = ("version", "defaults", "start_anchor", "start_anchor_pattern", "fields")
 FIELD_KEYS = (
@@ -144,7 +146,7 @@ class Watch:
 
 # A prompt at most this long is cut at its last start anchor without `regex`'s per-call timeout (which costs about
 # 2 us a call, as much as the whole search of a short prompt) when the anchor pattern cannot backtrack badly
-# (`scan.analyze(...).safe`: each try is linear): at most one try per character, so at most the square of this
+# (`pattern_scan.analyze(...).safe`: each try is linear): at most one try per character, so at most the square of this
 # length in steps (about 4 million, tens of milliseconds), far below the regex time limit. Longer prompts keep it.
 _UNTIMED_PROMPT = 2048
 
@@ -316,7 +318,7 @@ def _parsed_anchor(anchor: Delimiter) -> Any:
     """A regex start anchor as Python's parser reads it, or None when that reading may differ from the `regex`
     module's (its own syntax, flags other than DOTALL)."""
     pattern = anchor.regex.pattern
-    if _REGEX_ONLY.search(pattern) or anchor.regex.flags != regex.compile("", regex.DOTALL).flags:
+    if REGEX_ONLY_SYNTAX.search(pattern) or anchor.regex.flags != regex.compile("", regex.DOTALL).flags:
         return None
     try:
         with warnings.catch_warnings():
@@ -409,7 +411,7 @@ def _reach(state: Any, items: list, starts: list) -> int | None:
     while items:
         op, av = items[-1]
         if op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT):
-            chars = _single(av[2])
+            chars = single_charset(av[2])
             source = chars.source() if chars is not None else None
             if source is None or any(regex.match(source, first, regex.DOTALL) for first in firsts):
                 break
@@ -736,13 +738,24 @@ _BY_CONTENT: dict[str, CompiledTemplate] = {}
 _CACHE_LIMIT = 256
 
 
+# How a str names a template: set by the package root to the shipped library's lookup. The core does not import
+# the library (it sits above the core); without a resolver a name is an error.
+_name_resolver: Callable[[str], dict] | None = None
+
+
+def set_name_resolver(resolver: Callable[[str], dict] | None) -> None:
+    """Make `load_template(name)` look `name` up with `resolver` (which raises KeyError for an unknown name)."""
+    global _name_resolver
+    _name_resolver = resolver
+
+
 def _library_template(name: str) -> dict:
     if name.lstrip().startswith("{"):
         raise TemplateError("response_template is a str holding JSON; pass the dict (json.loads(text)), or a library name")
-    from ..library import get_template  # the package's own data; the core itself needs nothing else
-
+    if _name_resolver is None:
+        raise TemplateError(f"response_template is the str {name!r:.60}, but no template library is available to look it up")
     try:
-        return get_template(name)
+        return _name_resolver(name)
     except KeyError as error:
         raise TemplateError(f"a str response_template is a library template name: {error}") from None
 

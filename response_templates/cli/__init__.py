@@ -40,7 +40,7 @@ class InputError(CLIError):
 
 
 def _library():
-    from response_templates import library
+    from .. import library
 
     return library
 
@@ -55,7 +55,7 @@ def _library_entry(name: str) -> dict:
             raise CLIError(str(error)) from None
     from importlib import resources
 
-    path = resources.files("response_templates") / "templates" / f"{name}.json"
+    path = resources.files("response_templates.library") / "templates" / f"{name}.json"
     if not name or "/" in name or not path.is_file():
         raise CLIError(f"no library template named {name!r} (see `{PROG} list`)")
     return json.loads(path.read_text(encoding="utf-8"))
@@ -258,7 +258,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
-    from response_templates import ResponseParser, load_template, parse_response
+    from ..core import ResponseParser, parse_response
+    from ..core.template import load_template
 
     template = load_template(_resolve_template(args))
     if args.prefix is not None and args.prefix_file is not None:
@@ -276,7 +277,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     pieces = [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
     if args.openai:
-        from response_templates.openai_adapter import OpenAIStreamAdapter
+        from response_templates.integrations.openai_adapter import OpenAIStreamAdapter
 
         model = args.model or _template_name(args)
         if args.early_arguments and args.truncated:
@@ -318,7 +319,7 @@ _CUT_OFF = "if the generation was cut off (max tokens), pass --truncated to drop
 
 
 def _parses_when_truncated(text: str, template: Any, prefix: str, tools: Any) -> dict | None:
-    from response_templates import parse_response
+    from ..core import parse_response
 
     try:
         return parse_response(text, template, prefix=prefix, tools=tools, truncated=True)
@@ -387,8 +388,8 @@ def _find_chat_template(path: str, folder: str | None) -> str:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from response_templates import load_template
-    from response_templates.verification import entry_options, verify, verify_entry
+    from ..core.template import load_template
+    from response_templates.authoring.verification import entry_options, verify, verify_entry
 
     entry, own_chat_templates = _load_template_source(args.template)
     is_entry = isinstance(entry, dict) and "template" in entry and "fields" not in entry
@@ -432,7 +433,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_infer(args: argparse.Namespace) -> int:
-    from response_templates.infer import InferenceError, cli_infer
+    from response_templates.authoring.inference import InferenceError, cli_infer
 
     try:
         return cli_infer(args)
@@ -441,7 +442,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from response_templates import engines
+    from response_templates.authoring import engines
 
     names = args.names or [str(n) for n in _library().list_templates()]
     for name in names:
@@ -464,7 +465,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_push(argv: list[str]) -> int:
-    from response_templates import publish  # imported only here: it needs huggingface_hub
+    from response_templates.authoring import publish  # imported only here: it needs huggingface_hub
 
     return publish.main(argv, prog=f"{PROG} push")
 
@@ -479,7 +480,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Parse chat model outputs with response templates.")
-    from response_templates import __version__
+    from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -538,7 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder holding the chat templates a library entry lists (default: RESPONSE_TEMPLATES_CHAT_TEMPLATES)",
     )
 
-    from response_templates.infer import add_infer_parser  # `infer` lives with the inference code
+    from response_templates.authoring.inference import add_infer_parser  # `infer` lives with the inference code
 
     add_infer_parser(sub)
     p = sub.add_parser("check", help="measure which serving engines load each template and give the same message")
@@ -591,7 +592,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _fail(message: str) -> None:
     print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,26 +19,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..library.entries import check_options
+
 __all__ = [
-    "CASE_NAMES",
     "CaseResult",
-    "VERIFY_OPTION_KEYS",
     "VerifyReport",
-    "check_options",
     "render_chat_template",
     "verify",
     "verify_entry",
 ]
 
-VERIFY_OPTION_KEYS = frozenset(
-    {"scenarios", "render_kwargs", "tools_always", "reasoning_in_content", "bos_token", "eos_token", "arguments", "cases", "skip_cases", "reasoning_synthesis",
-     "source_edits", "reasoning_key"}
-)
-_SCENARIO_KEYS = frozenset({"name", "render_kwargs", "reasoning"})
-
 
 def _parse(generation: str, template: Any, prefix: str, tools: list | None) -> dict:
-    from . import parse_response
+    from ..core import parse_response
 
     return parse_response(generation, template, prefix=prefix, tools=tools)
 
@@ -237,19 +230,6 @@ def _history(reasoning: bool) -> list[dict]:
     ]
 
 
-# Names usable in the "cases" and "skip_cases" options (see templates/FORMAT.md for what each covers).
-CASE_NAMES = (
-    "plain",
-    "reasoning_only",
-    "single_call",
-    "parallel_calls",
-    "no_arguments",
-    "nested_unicode_arguments",
-    "marker_text_arguments",
-    "text_before_call",
-    "multi_turn",
-    "multi_turn_answer",
-)
 
 
 def _cases(reasoning: bool, tool_calls: bool, parallel: bool) -> list[tuple[str, list[dict], dict, bool]]:
@@ -435,43 +415,6 @@ def _json_types(value: Any) -> Any:
 # verify()
 
 
-def check_options(options: dict) -> None:
-    """Raise ValueError naming what is wrong in a verify options dict (see templates/FORMAT.md)."""
-    unknown = set(options) - VERIFY_OPTION_KEYS
-    if unknown:
-        raise ValueError(f"verify options: unknown keys {sorted(unknown)} (known: {sorted(VERIFY_OPTION_KEYS)})")
-    for i, scenario in enumerate(options.get("scenarios") or []):
-        if not isinstance(scenario, dict) or not isinstance(scenario.get("name"), str):
-            raise ValueError(f"verify options: scenarios[{i}] must be an object with a string 'name'")
-        bad = set(scenario) - _SCENARIO_KEYS
-        if bad:
-            raise ValueError(f"verify options: scenarios[{i}] has unknown keys {sorted(bad)}")
-    for key, parts in (("reasoning_synthesis", ("prefill", "close")), ("reasoning_in_content", ("open", "close"))):
-        value = options.get(key)
-        if value is not None and (not isinstance(value, dict) or set(value) != set(parts)
-                                  or not all(isinstance(value[p], str) for p in parts)):
-            raise ValueError(f"verify options: '{key}' must be an object with exactly the string keys {list(parts)}")
-    for key in ("render_kwargs", "skip_cases"):
-        if not isinstance(options.get(key, {}), dict):
-            raise ValueError(f"verify options: '{key}' must be an object")
-    key = options.get("reasoning_key")
-    if key is not None and (not isinstance(key, str) or not key.isidentifier()):
-        raise ValueError("verify options: 'reasoning_key' must be a message key name such as 'thinking'")
-    if options.get("arguments", "dict") not in ("dict", "json_string"):
-        raise ValueError("verify options: 'arguments' must be 'dict' or 'json_string'")
-    edits = options.get("source_edits", [])
-    if not isinstance(edits, list):
-        raise ValueError("verify options: 'source_edits' must be a list")
-    for i, edit in enumerate(edits):
-        if (not isinstance(edit, dict) or set(edit) != {"remove", "why"}
-                or not all(isinstance(edit[k], str) and edit[k] for k in ("remove", "why"))):
-            raise ValueError(f"verify options: source_edits[{i}] must be an object with non-empty strings 'remove' and 'why'")
-    unknown_cases = set(options.get("cases") or []) | set(options.get("skip_cases") or {})
-    unknown_cases -= set(CASE_NAMES)
-    if unknown_cases:
-        raise ValueError(f"verify options: unknown case names {sorted(unknown_cases)} (known: {list(CASE_NAMES)})")
-
-
 def apply_source_edits(source: str, edits: list) -> str:
     """The chat template with each `remove` text cut out. Each must occur exactly once: an edit that no longer
     applies (the file changed) is an error, not a silent no-op. Line endings are compared as LF."""
@@ -524,7 +467,7 @@ def verify(
     compile, once, before any case runs; what goes wrong in a case (rendering, parsing, a different message) is
     reported in that case.
     """
-    from .core import load_template
+    from ..core.template import load_template
 
     if isinstance(template, dict) and "template" in template and "fields" not in template:
         entry = template
@@ -641,7 +584,7 @@ def _split(prompt: str, full: str, message: dict, synthesis: dict | None) -> str
 def entry_options(entry: dict, chat_template: str) -> dict | None:
     """A library entry's verify options, with the overrides of the listed chat template this one is (matched by
     sha256, tolerant of a final newline and of CRLF line endings)."""
-    from .library import fingerprints
+    from ..library import fingerprints
 
     digests = fingerprints(chat_template)
     options = entry.get("verify")
@@ -661,7 +604,7 @@ def verify_entry(entry: dict | str, folder: str | os.PathLike) -> dict[str, Veri
     import hashlib
 
     if isinstance(entry, str):
-        from .library import get_entry
+        from ..library import get_entry
 
         entry = get_entry(entry)
     reports = {}

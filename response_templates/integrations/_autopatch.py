@@ -3,7 +3,7 @@
 The ``response_templates_autopatch.pth`` file installed next to the package loads this file at interpreter start-up
 *without* importing the ``response_templates`` package (see ``boot_from_pth``) and calls ``install()``, which only
 puts a small finder on ``sys.meta_path``. Nothing else runs until a watched transformers module is imported; then
-``response_templates.integration`` patches it. ``RESPONSE_TEMPLATES_DISABLE=1`` turns all of this off.
+``response_templates.integrations.transformers_patch`` patches it. ``RESPONSE_TEMPLATES_DISABLE=1`` turns all of this off.
 
 This module uses the standard library only (and only modules Python has already loaded at start-up), and must never
 raise at start-up.
@@ -27,8 +27,8 @@ def disabled() -> bool:
 def _on_loaded(module) -> None:
     """Called right after a watched module has executed: patch it (errors are reported, never raised)."""
     try:
-        integration = importlib.import_module("response_templates.integration")
-        integration._patch_module(module)
+        patching = importlib.import_module("response_templates.integrations.transformers_patch")
+        patching.patch_loaded_module(module)
     except Exception as error:  # never break `import transformers` because of us
         import warnings
 

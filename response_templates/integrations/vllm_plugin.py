@@ -77,7 +77,7 @@ def resolve_template(tokenizer: Any) -> dict | None:
         template = (getattr(tokenizer, "init_kwargs", None) or {}).get("response_template")
     if isinstance(template, dict):
         return copy.deepcopy(template)
-    from .library import template_for
+    from ..library import template_for
 
     for candidate in (tokenizer, getattr(tokenizer, "name_or_path", None)):
         if candidate:
@@ -264,7 +264,8 @@ def _classes() -> dict[str, type]:
     FunctionCall, Parser, ReasoningParser, ToolParser = api.FunctionCall, api.Parser, api.ReasoningParser, api.ToolParser
     VLLMValidationError = api.ValidationError or ValueError
 
-    from . import ResponseParser, load_template, parse_response
+    from ..core import ResponseParser, parse_response
+    from ..core.template import load_template
     from .openai_adapter import OpenAIStreamAdapter, to_openai_message
 
     def template_of(tokenizer: Any) -> dict:

@@ -6,7 +6,8 @@ tokenizer_config.json by `from_pretrained` and written by `save_pretrained` on e
 originals; `attach(tokenizer)` sets a tokenizer's template from the shipped library.
 
 Importing this module never imports transformers: transformers modules that are not loaded yet are patched by the
-import hook in `_autopatch` as soon as they are. Importing it patches automatically unless RESPONSE_TEMPLATES_DISABLE=1.
+import hook in `_autopatch` as soon as they are. `import response_templates` calls `patch()` unless
+RESPONSE_TEMPLATES_DISABLE=1.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def _describe(value: Any) -> str:
 def _library_template(tokenizer: Any) -> dict | None:
     """The shipped library's template for this tokenizer, or None (also when the library module is unavailable)."""
     try:
-        from .library import template_for
+        from ..library import template_for
     except ImportError:
         return None
     return template_for(tokenizer)
@@ -147,8 +148,9 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None, trun
     `malformed=` (our extension) is what to do with a tool call whose text does not parse: "raise" (the default,
     as transformers), "content" (kept as text in `content`) or "drop".
     """
-    from .core import load_template, parse_response as core_parse
-    from .core.parser import check_malformed
+    from ..core import parse_response as core_parse
+    from ..core.message import check_malformed
+    from ..core.template import load_template
 
     template = load_template(_resolve_template(self, schema))
     if prefix is None:
@@ -227,7 +229,7 @@ def _parser_class():
     """The ResponseParser subclass `get_response_parser` returns (made on first use: the core loads lazily)."""
     global _PARSER_CLASS
     if _PARSER_CLASS is None:
-        from .core import ResponseParser
+        from ..core import ResponseParser
 
         class TokenizerResponseParser(ResponseParser):
             """A ResponseParser made by `tokenizer.get_response_parser`: its first `feed` decides whether it takes
@@ -430,7 +432,7 @@ def _patch_processor(cls: type) -> None:
         _set(cls, "parse_response", _processor_parse_response)
 
 
-def _patch_module(module: Any) -> None:
+def patch_loaded_module(module: Any) -> None:
     """Patch one loaded transformers module (called by the import hook and by `patch`)."""
     name = module.__name__
     if name == "transformers.tokenization_utils_base":
@@ -449,7 +451,7 @@ def patch() -> None:
     for name in _autopatch.WATCHED:
         module = sys.modules.get(name)
         if module is not None:
-            _patch_module(module)
+            patch_loaded_module(module)
 
 
 def unpatch() -> None:
@@ -484,11 +486,3 @@ def attach(tokenizer: Any) -> dict:
     template = copy.deepcopy(template)
     tokenizer.response_template = template
     return template
-
-
-# `import response_templates` patches too: now for what is loaded, lazily for the rest.
-if not _autopatch.disabled():
-    try:
-        patch()
-    except Exception as _error:  # importing the package must not fail because of transformers
-        logger.warning("response-templates could not patch transformers: %r", _error)

@@ -1,4 +1,4 @@
-"""The shipped template library: one JSON file per model family in response_templates/templates/.
+"""The shipped template library: one JSON file per model family in response_templates/library/templates/.
 
     get_template("qwen3")            -> the response template dict (a fresh copy)
     list_templates()                 -> ["hermes", "llama3.1", ...]
@@ -19,6 +19,8 @@ import re
 from importlib import resources
 from typing import Any, NamedTuple
 
+from .entries import LibraryError, UnknownTemplateError, entry_error, validate_entry
+
 __all__ = [
     "LibraryError",
     "UnknownTemplateError",
@@ -32,134 +34,16 @@ __all__ = [
     "validate_entry",
 ]
 
-_NAME = re.compile(r"[a-z0-9_.-]+")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
-_REQUIRED = {"name", "family", "description", "models", "chat_templates", "supports", "template"}
-_OPTIONAL = {"model_patterns", "same_format", "notes", "verify"}
-_SUPPORTS = ("reasoning", "tool_calls", "parallel_tool_calls")
-
-
-class LibraryError(ValueError):
-    """A library file is malformed; the message names the file and the key."""
-
-
-class UnknownTemplateError(KeyError):
-    """No library template has that name."""
-
-    def __str__(self) -> str:  # KeyError would show the repr of the message
-        return str(self.args[0]) if self.args else ""
-
-
-def _fail(source: str, key: str, problem: str) -> LibraryError:
-    return LibraryError(f"{source}: '{key}' {problem}")
-
-
-def _string_list(entry: dict, key: str, source: str) -> list[str]:
-    value = entry.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise _fail(source, key, "must be a list of non-empty strings")
-    return value
-
-
-def validate_entry(entry: Any, source: str, *, stem: str | None = None) -> None:
-    """Check one library entry's metadata and template; raise LibraryError naming `source` and the key."""
-    from . import TemplateError, load_template
-    from .verification import check_options
-
-    if not isinstance(entry, dict):
-        raise LibraryError(f"{source}: the file must hold a JSON object, got {type(entry).__name__}")
-    missing = sorted(_REQUIRED - set(entry))
-    if missing:
-        raise LibraryError(f"{source}: missing required keys {missing}")
-    unknown = sorted(set(entry) - _REQUIRED - _OPTIONAL)
-    if unknown:
-        raise LibraryError(f"{source}: unknown keys {unknown} (allowed: {sorted(_REQUIRED | _OPTIONAL)})")
-
-    name = entry["name"]
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise _fail(source, "name", f"must be lowercase letters, digits, '_', '.' or '-', got {name!r}")
-    if stem is not None and name != stem:
-        raise _fail(source, "name", f"is {name!r} but the file is named {stem!r}.json; they must be the same")
-    for key in ("family", "description"):
-        if not isinstance(entry[key], str) or not entry[key].strip():
-            raise _fail(source, key, "must be a non-empty string")
-
-    for model in _string_list(entry, "models", source):
-        if not _HUB_ID.fullmatch(model):
-            raise _fail(source, "models", f"holds {model!r}, which is not a Hub id of the form owner/name")
-    patterns = _string_list(entry, "model_patterns", source)
-    for pattern in patterns:
-        try:
-            re.compile(pattern, re.IGNORECASE)
-        except re.error as e:
-            raise _fail(source, "model_patterns", f"holds an invalid regex {pattern!r}: {e}") from None
-    same_format = entry.get("same_format", {})
-    if not isinstance(same_format, dict):
-        raise _fail(source, "same_format", "must be an object mapping a listed model id or pattern to its evidence")
-    for key, evidence in same_format.items():
-        if key not in entry["models"] and key not in patterns:
-            raise _fail(source, f"same_format[{key!r}]", "names neither a listed model id nor a listed model pattern")
-        if not isinstance(evidence, str) or not evidence.strip():
-            raise _fail(source, f"same_format[{key!r}]", "must be a non-empty string saying why the format is the same")
-    _string_list(entry, "notes", source)
-
-    chat_templates = entry["chat_templates"]
-    if not isinstance(chat_templates, list):
-        raise _fail(source, "chat_templates", "must be a list of {\"file\", \"sha256\"} objects")
-    for i, item in enumerate(chat_templates):
-        key = f"chat_templates[{i}]"
-        if not isinstance(item, dict):
-            raise _fail(source, key, "must be an object with 'file' and 'sha256'")
-        extra = sorted(set(item) - {"file", "sha256", "verify"})
-        if extra:
-            raise _fail(source, key, f"has unknown keys {extra}")
-        if not isinstance(item.get("file"), str) or not item["file"]:
-            raise _fail(source, f"{key}.file", "must be a non-empty file name")
-        if item["file"].startswith(("/", "\\")) or ".." in item["file"].replace("\\", "/").split("/"):
-            raise _fail(source, f"{key}.file", "must be a path inside the chat templates folder (no '..', not absolute)")
-        if not isinstance(item.get("sha256"), str) or not _SHA256.fullmatch(item["sha256"]):
-            raise _fail(source, f"{key}.sha256", "must be 64 lowercase hex digits (the sha256 of the file bytes)")
-        if "verify" in item:
-            _check_verify(item["verify"], source, f"{key}.verify", check_options)
-
-    supports = entry["supports"]
-    if not isinstance(supports, dict) or set(supports) != set(_SUPPORTS):
-        raise _fail(source, "supports", f"must be an object with exactly the keys {list(_SUPPORTS)}")
-    for key in _SUPPORTS:
-        if not isinstance(supports[key], bool):
-            raise _fail(source, f"supports.{key}", "must be true or false")
-    if supports["parallel_tool_calls"] and not supports["tool_calls"]:
-        raise _fail(source, "supports.parallel_tool_calls", "cannot be true when tool_calls is false")
-
-    if "verify" in entry:
-        _check_verify(entry["verify"], source, "verify", check_options)
-
-    try:
-        load_template(entry["template"])
-    except TemplateError as e:
-        raise LibraryError(f"{source}: 'template' is not a valid response template: {e}") from None
-
-
-def _check_verify(options: Any, source: str, key: str, check_options) -> None:
-    if not isinstance(options, dict):
-        raise _fail(source, key, "must be an object")
-    try:
-        check_options(options)
-    except ValueError as e:
-        raise _fail(source, key, f"is invalid: {e}") from None
-
-
 @functools.lru_cache(maxsize=None)
 def _entries() -> dict[str, dict]:
     """Every library entry by name, validated. Cached: the files ship with the package."""
-    folder = resources.files("response_templates") / "templates"
+    folder = resources.files(__name__) / "templates"
     entries: dict[str, dict] = {}
     owner_of_model: dict[str, str] = {}
     for item in sorted(folder.iterdir(), key=lambda p: p.name):
         if not item.name.endswith(".json"):
             continue
-        source = f"response_templates/templates/{item.name}"
+        source = f"response_templates/library/templates/{item.name}"
         try:
             entry = json.loads(item.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
@@ -167,7 +51,7 @@ def _entries() -> dict[str, dict]:
         validate_entry(entry, source, stem=item.name[: -len(".json")])
         for model in entry["models"]:
             if model.lower() in owner_of_model:
-                raise _fail(source, "models", f"lists {model!r}, which {owner_of_model[model.lower()]}.json lists too")
+                raise entry_error(source, "models", f"lists {model!r}, which {owner_of_model[model.lower()]}.json lists too")
             owner_of_model[model.lower()] = entry["name"]
         entries[entry["name"]] = entry
     return entries
@@ -259,22 +143,15 @@ def name_for(model_id_or_tokenizer: Any) -> str | None:
     return None
 
 
-def template_for(model_id_or_tokenizer: Any, *, infer: bool = False) -> dict | None:
+def template_for(model_id_or_tokenizer: Any) -> dict | None:
     """The library's response template for a Hub model id (e.g. "Qwen/Qwen3-8B") or a loaded tokenizer.
 
     A tokenizer is matched by its `name_or_path`, then by the fingerprint of its `chat_template`.
     Returns a fresh copy of the template dict, or None when no single template is a sure match
-    (never a guess: see `guess_for` for an unverified suggestion).
-
-    With `infer=True` (opt-in), a tokenizer the library does not know gets a template inferred from its chat
-    template and verified against it (`response_templates.infer`): a dict marked `.inferred = True`, with the
-    inference report in `.result`, or None when inference gives up. A bare model id has nothing to infer from.
+    (never a guess: see `guess_for` for an unverified suggestion). `response_templates.template_for(...,
+    infer=True)` adds inference from the chat template for tokenizers the library does not know.
     """
     name = name_for(model_id_or_tokenizer)
-    if name is None and infer:
-        from .infer import infer_for_tokenizer
-
-        return infer_for_tokenizer(model_id_or_tokenizer)
     return None if name is None else get_template(name)
 
 

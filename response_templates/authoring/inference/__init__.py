@@ -29,7 +29,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verification import _TOOLS, _common_prefix, _split, frozen_clock, render_chat_template, verify
+from ..verification import _TOOLS, _common_prefix, _split, frozen_clock, render_chat_template, verify
 
 __all__ = [
     "InferenceError",
@@ -954,7 +954,7 @@ def _split_repeat(head: str, tail: str, mid: str) -> tuple[str, str, str, str]:
 def _loose_json_arguments(one: str, name: str, arguments: dict):
     """(start, end, json content_args) when the arguments after the name are JSON with unquoted keys and/or
     custom string delimiters (Gemma's {city:<|"|>Paris<|"|>}), checked by parsing them back."""
-    from .core.content import parse_json
+    from ...core.content import parse_json
 
     brace = one.find("{", one.index(name) + len(name))
     last = one.rfind("}")
@@ -2105,7 +2105,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
 
 def _check(template, source, options, supports, markers, reasons) -> InferredTemplate:
     """Load the template in our core and run verify; give up (template None) unless every case that ran passed."""
-    from . import load_template
+    from ...core.template import load_template
 
     try:
         load_template(template)
@@ -2305,7 +2305,7 @@ def cli_infer(args) -> int:
 def _cli_diff(args) -> int:
     import difflib
 
-    from .library import get_entry
+    from ...library import get_entry
 
     try:
         entry = get_entry(args.diff)

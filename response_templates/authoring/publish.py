@@ -2,7 +2,7 @@
 
 For each selected model, the publisher reads the repository's ``tokenizer_config.json`` and chat template(s)
 at the current head of ``main``, checks the library template against those chat templates with
-:func:`response_templates.verify` (in `response_templates.verification`), and opens a pull request that adds a single key,
+:func:`response_templates.verify` (in `response_templates.authoring.verification`), and opens a pull request that adds a single key,
 ``response_template``, to ``tokenizer_config.json``. Nothing else in the file changes: the key is inserted as
 text, with the file's own indentation, separators and line endings, and the result is checked to differ
 from the original only by that key.
@@ -66,14 +66,14 @@ class RepoResult:
 
 def library_entries() -> list[dict]:
     """All entries of the shipped template library, as metadata dicts ("name", "family", "models", ...)."""
-    from . import library
+    from ..library import get_entry, list_templates
 
-    return [library.get_entry(name) for name in library.list_templates()]
+    return [get_entry(name) for name in list_templates()]
 
 
 def load_entry_file(path: str) -> dict:
     """A template data file in the library format (to publish a template before it ships), validated."""
-    from .library import validate_entry
+    from ..library.entries import validate_entry
 
     try:
         with open(path, encoding="utf-8") as handle:
@@ -218,7 +218,7 @@ def unified_diff(repo_id: str, old: str, new: str) -> str:
 
 def _package_version() -> str:
     try:
-        from . import __version__
+        from .._version import __version__
     except ImportError:
         return ""
     return f" {__version__}"

@@ -552,10 +552,11 @@ class OpenAIStreamAdapter:
                 )
             malformed = parser_policy
         else:
-            from response_templates import ResponseParser, load_template
+            from ..core import ResponseParser
+            from ..core.template import load_template
 
             if isinstance(source, str):  # a library template name
-                from response_templates.library import get_template
+                from ..library import get_template
 
                 source = get_template(source)
             template = load_template(source)

@@ -178,7 +178,7 @@ def engine_unavailable(engine: str) -> str:
                     raise
                 return (f"vllm {_version('vllm')} has no built-in response-template parser "
                         "(vllm.parser.response_template, in vLLM 0.32 and later); this package's vLLM plugin "
-                        "serves templates on it (see response_templates.vllm_plugin)")
+                        "serves templates on it (see response_templates.integrations.vllm_plugin)")
     except Exception as error:  # ImportError, or a broken install
         version = _version("vllm" if engine == "vllm" else "transformers")
         where = f" ({'vllm' if engine == 'vllm' else 'transformers'} {version})" if version else ""
@@ -200,7 +200,7 @@ def _version(package: str) -> str:
 @contextlib.contextmanager
 def _native_transformers():
     """Take this package's patches off transformers' tokenizer classes for the duration (put back afterwards)."""
-    from . import integration
+    from ..integrations import transformers_patch as integration
 
     patched = integration.is_patched()
     if patched:
@@ -364,8 +364,8 @@ def check_template(
     corpora: str | os.PathLike | None = None,
 ) -> EngineReport:
     """Run ``engine`` on the corpus of library template ``name`` (or on ``template`` / ``cases`` when given)."""
-    from . import parse_response
-    from .library import get_template
+    from ..core import parse_response
+    from ..library import get_template
 
     report = EngineReport(template=name, engine=engine)
     reason = engine_unavailable(engine)
@@ -415,7 +415,7 @@ def check(
     transform: Callable[[dict], dict] | None = None,
 ) -> list[EngineReport]:
     """`check_template` for every name and engine; ``transform`` rewrites each template first (e.g. thinking_form)."""
-    from .library import get_template
+    from ..library import get_template
 
     reports = []
     for name in names:

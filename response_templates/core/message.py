@@ -1,0 +1,199 @@
+"""Turning regions into the message: a closed region's text parsed by its field's content parser and transform
+(`settle`), under the `malformed=` policy (`settle_checked`: raise, keep the raw text as content, or drop it), and the
+finished message (`finish_message`). Shared by the streaming parser and the one-shot `parse_response`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .content import TYPED_SYNTAX
+from .delimiters import CONTEXT_KEPT, pattern_scan_item, timed_call
+from .errors import (
+    RegexTimeoutError,
+    grow_regex_budget,
+)
+from .template import CompiledTemplate
+from .token_ids import strip_markers
+from .tools import type_tool_calls
+
+logger = logging.getLogger("response_templates")
+
+# What to do with a structured region whose text does not parse (see `malformed=`).
+MALFORMED_POLICIES = ("raise", "content", "drop")
+# Characters of a parse error quoted in a region_discard event.
+ERROR_CHARS = 500
+
+PREFIX_REQUIRED = (
+    "prefix= is required: pass the prompt the model continued from (chat templates often write the start of the "
+    "assistant message, such as an opening <think>, and the parser must see it). If the output already holds the "
+    'whole message, pass prefix="" to opt out.'
+)
+
+
+def trigger_hit(found: Any) -> bool:
+    """A trigger search found something (`regex` reports an empty partial match at the end: not a hit)."""
+    return found is not None and found.end() > found.start()
+
+
+def field_value(field: Any, body: str, captures: dict) -> Any:
+    """Parse a region's text with its field's content parser, then apply the field's transform."""
+    grow_regex_budget(len(body))  # the content parser reads the whole region, however small the last chunk was
+    try:
+        value = field.parse(body, field.content_args)
+    except RegexTimeoutError as error:
+        raise RegexTimeoutError(f"field {field.name!r}: content_args.{error}") from None
+    if field.build is None:
+        return value
+    if not field.transform_each:
+        return field.build({**captures, "content": value})
+    if not isinstance(value, list):
+        raise ValueError(f"field {field.name!r}: transform_each needs the parsed content to be a list, got {type(value).__name__}")
+    shaped = []
+    for item in value:
+        if not isinstance(item, dict):
+            raise ValueError(f"field {field.name!r}: transform_each needs every list item to be a dict, got {type(item).__name__}")
+        shaped.append(field.build({**captures, **item}))
+    return shaped
+
+
+def check_malformed(policy: Any) -> str:
+    """Validate a `malformed=` policy."""
+    if not isinstance(policy, str) or policy not in MALFORMED_POLICIES:
+        raise ValueError(f"malformed= must be one of {', '.join(map(repr, MALFORMED_POLICIES))}; got {policy!r}")
+    return policy
+
+
+def discard_event(name: str, reason: str, raw: str, **extra: Any) -> dict:
+    """The event that ends a region whose value is not returned (instead of its region_close)."""
+    return {"type": "region_discard", "field": name, "reason": reason, "raw": raw, **extra}
+
+
+def settle_checked(
+    compiled: CompiledTemplate,
+    field: Any,
+    body: str,
+    open_text: str,
+    close_text: str,
+    captures: dict,
+    output: dict,
+    tool_params: dict,
+    strip: bool,
+    malformed: str,
+) -> tuple[Any, list | None]:
+    """`settle` a closed region under the `malformed=` policy. Returns `(value, None)`, or `(None, events)` when the
+    region's text does not parse and the policy is "content" or "drop": a `region_discard` event, followed with
+    "content" by the events of the content region that received the region's raw text (delimiters included)."""
+    try:
+        return settle(field, body, captures, output, tool_params, strip), None
+    except RegexTimeoutError:
+        raise  # a hostile template, not a damaged output
+    except (ValueError, RecursionError) as error:
+        if malformed == "raise":
+            raise
+        problem = str(error) or type(error).__name__
+    raw = open_text + body + close_text
+    shown = strip_markers(raw) if strip else raw
+    if len(problem) > ERROR_CHARS:
+        problem = problem[:ERROR_CHARS] + "…"
+    logger.debug("malformed %r region %s (malformed=%r): %s", field.name, "kept as content" if malformed == "content" else "dropped", malformed, problem)
+    events = [discard_event(field.name, "malformed", shown, error=problem, policy=malformed)]
+    if malformed == "content":
+        target, value = keep_as_content(compiled, raw, output, strip)
+        events += [
+            {"type": "region_open", "field": target},
+            {"type": "region_chunk", "field": target, "text": shown, "dirty": False},
+            {"type": "region_close", "field": target, "value": value},
+        ]
+    return None, events
+
+
+def keep_as_content(compiled: CompiledTemplate, raw: str, output: dict, strip: bool) -> tuple[str, Any]:
+    """Store a malformed region's raw text as a region of the `content` field (or of the implicit field when that is
+    the text field), in order with the rest of it. Returns (the field's name, the region's value)."""
+    target = compiled.fields.get("content")
+    if target is None or target.content != "text":
+        implicit = compiled.fields.get(compiled.implicit) if compiled.implicit is not None else None
+        target = implicit if implicit is not None and implicit.content == "text" else None
+    if target is not None:
+        return target.name, settle(target, raw, {}, output, {}, strip)
+    # No text field to hold it: a plain "content" string, regions joined by a blank line.
+    value = (strip_markers(raw) if strip else raw).strip()
+    earlier = output.get("content")
+    output["content"] = earlier + "\n\n" + value if isinstance(earlier, str) and earlier else value
+    return "content", value
+
+
+def cut_safe(found: tuple, text: str, pos: int) -> bool:
+    """Whether a close delimiter found in a truncated output is a close whatever text would have followed: no
+    continuation may drop it or change its named groups (its end may still grow). Only closes that end within
+    `CONTEXT_KEPT` characters of the cut are examined, from their start (a match that could begin earlier is not
+    looked for)."""
+    item, start, end, groups = found
+    if item.kind != "close":
+        return True
+    delimiter = item.delimiter
+    length = len(text)
+    if delimiter.literals is not None:
+        # a longer literal that starts before this one and runs to the end could still win
+        longest = max(map(len, delimiter.literals))
+        for at in range(max(pos, length - longest + 1), start):
+            tail = text[at:]
+            if any(len(literal) > len(tail) and literal.startswith(tail) for literal in delimiter.literals):
+                return False
+        return True
+    if length - end > CONTEXT_KEPT:
+        return True  # far from the cut: library patterns look ahead a few characters at most
+    match, hold = pattern_scan_item(item, text, start, False)
+    if match is not None and match.start() == start and hold > start:
+        return True  # final as it stands (what streaming commits before the end)
+    # Undecided: fine if only its end may still grow. Every continuation the pattern spells must leave a match at
+    # the same place with the same named groups.
+    pattern = delimiter.regex
+    offset = max(0, start - CONTEXT_KEPT)
+    window = text[offset:]
+    for probe in delimiter.probes or ("\x00",):
+        extended = timed_call(item, pattern.match, window + probe, start - offset)
+        if extended is None or (groups is not None and extended.groupdict() != groups):
+            return False
+    return True
+
+
+def settle(field: Any, body: str, captures: dict, output: dict, tool_params: dict, strip: bool) -> Any:
+    """Compute a closed region's value and store it in the message (set, appended, or joined). Returns the value."""
+    value = field_value(field, body, captures)
+    if strip:
+        value = strip_markers(value)
+    if tool_params and "value_parser_by" not in field.content_args:
+        value = type_tool_calls(value, tool_params, field.content in TYPED_SYNTAX)
+    name = field.name
+    if field.join is not None:
+        if not isinstance(value, str):
+            raise ValueError(f"field {name!r}: 'join' needs each match to parse to a string, got {type(value).__name__}")
+        earlier = output.get(name)
+        output[name] = value if earlier is None else earlier + field.join + value
+    elif field.repeats:
+        output.setdefault(name, []).append(value)
+    else:
+        output[name] = value
+    return value
+
+
+def finish_message(compiled: CompiledTemplate, output: dict) -> dict:
+    """Enforce `optional: false` fields, then drop empty values (defaults are always kept)."""
+    if compiled.required:
+        missing = [name for name in compiled.required if name not in output]
+        if missing:
+            raise ValueError(f"required field(s) {missing} (optional: false) did not appear in the output")
+    for value in output.values():
+        if not value:
+            break
+    else:
+        return output  # nothing empty to drop (the common case)
+    defaults = compiled.defaults
+    return {
+        key: value
+        for key, value in output.items()
+        if key in defaults or not (value is None or (not value and isinstance(value, (str, list, dict))))
+    }
