@@ -16,9 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from response_templates import engines, parse_response, sglang_plugin
+from response_templates import parse_response
+from response_templates.authoring import engines
+from response_templates.integrations import sglang_plugin
+from response_templates.integrations.openai_adapter import (
+    OpenAIStreamAdapter,
+    to_openai_message,
+)
 from response_templates.library import get_template, list_templates
-from response_templates.openai_adapter import OpenAIStreamAdapter, to_openai_message
 
 CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 DAMAGED = Path(__file__).resolve().parent / "data" / "damaged"
@@ -354,7 +359,7 @@ def test_strict_tools_are_refused(monkeypatch):
     monkeypatch.delenv("RESPONSE_TEMPLATES_MALFORMED", raising=False)
     tokenizer = engines._tokenizer(get_template("qwen3"))
     tools = [{"type": "function", "function": {**QWEN_TOOLS[0]["function"], "strict": True}}]
-    _, tool_parser, tool_objects = _parsers(tokenizer, QWEN_PREFIX, tools)
+    _, tool_parser, _ = _parsers(tokenizer, QWEN_PREFIX, tools)
     with pytest.raises(ValueError, match="strict tools are not supported with --tool-call-parser response_templates"):
         tool_parser.get_structure_constraint("auto", parallel_tool_calls=True)
 

@@ -39,7 +39,7 @@ def resolve_template(tokenizer: Any) -> dict | None:
         template = (getattr(tokenizer, "init_kwargs", None) or {}).get("response_template")
     if isinstance(template, dict):
         return copy.deepcopy(template)
-    from .library import template_for
+    from ..library import template_for
 
     for candidate in (tokenizer, getattr(tokenizer, "name_or_path", None)):
         if candidate:
@@ -55,7 +55,7 @@ def resolve_template(tokenizer: Any) -> dict | None:
 def template_of(tokenizer: Any, flags: str) -> dict:
     """The template the server parses with (see `resolve_template`), validated: a broken template fails at
     startup with the field and key at fault. `flags` names the server options in the error."""
-    from .core.template import load_template
+    from ..core.template import load_template
 
     template = resolve_template(tokenizer)
     if template is None:
@@ -122,7 +122,7 @@ def forced_tool_choice(request: Any) -> str | None:
 
 def reasoning_closed(template: dict, tokenizer: Any, input_ids: Sequence[int]) -> bool:
     """Whether the reasoning is over at the end of `input_ids` (a prompt): no reasoning field is open there."""
-    from .core.parser import ResponseParser
+    from ..core.parser import ResponseParser
 
     fields = template.get("fields") or {}
     if not any(k in fields for k in REASONING_FIELDS):
@@ -184,7 +184,7 @@ def parse_whole(output: Any, template: dict, *, prefix: Any, tools: list | None,
     """The whole reply as a server sends it, or None when the output is damaged and the policy is "raise" (the
     server then answers with the output as it is, as engines' own parsers do). `output` is text, or token ids with
     `tokenizer`; `prefix` is the prompt in the same form."""
-    from .core.parser import parse_response
+    from ..core.parse_whole import parse_response
     from .openai_adapter import to_openai_message
 
     try:

@@ -20,7 +20,7 @@ sends the content and the calls. So the message a client assembles is `to_openai
 whole or streamed (with only `--tool-call-parser response_templates`, the reasoning is not sent; with only
 `--reasoning-parser response_templates`, or a request without tools, the calls are not). Tool-call arguments stream
 while the model writes them, where `OpenAIStreamAdapter` can; damaged output follows `RESPONSE_TEMPLATES_MALFORMED`
-(raise, content, drop), as in the vLLM plugin (see `response_templates._serving.ReplyStream`).
+(raise, content, drop), as in the vLLM plugin (see `response_templates.integrations._serving.ReplyStream`).
 
 SGLang does not tell parsers that a generation stopped at its token limit. Where its chat server has the methods
 that know it (`OpenAIServingChat._process_tool_calls` and `_generate_stream_content`, found by name and
