@@ -180,8 +180,8 @@ def engine_unavailable(engine: str) -> str:
                 if error.name != "sglang.srt.parser.response_template":
                     raise
                 return (f"sglang {_version('sglang')} has no built-in response-template parser "
-                        "(sglang.srt.parser.response_template, in SGLang 0.5.23); this package's SGLang plugin "
-                        "serves templates on it where it can (see response_templates.integrations.sglang_plugin)")
+                        "(sglang.srt.parser.response_template, in SGLang 0.5.23 and later), and this package's SGLang "
+                        "plugin, which builds on it, needs that release too")
             from sglang.srt.function_call.function_call_parser import FunctionCallParser  # noqa: F401
             from sglang.srt.parser.reasoning_parser import ReasoningParser  # noqa: F401
         else:

@@ -102,7 +102,8 @@ def _api() -> Any:
             module = importlib.import_module(module_name)
         except Exception as error:
             missing.append(module_name)
-            errors.append(f"{module_name}: {type(error).__name__}: {error}")
+            if not (isinstance(error, ModuleNotFoundError) and error.name == module_name):  # not just absent
+                errors.append(f"{module_name}: {type(error).__name__}: {error}")
             continue
         if key == "bases":
             for name in names:
