@@ -377,3 +377,23 @@ def test_the_names_are_offered_by_sglangs_argument_parser():
     sglang_plugin.register()
     assert NAME in server_args._tool_call_parser_choices()
     assert NAME in server_args._reasoning_parser_choices()
+
+
+def test_sglang_loads_the_plugin_through_its_entry_point(monkeypatch):
+    """SGLang's own plugin loader (run in its processes before the arguments are read) finds this package's
+    `sglang.srt.plugins` entry point and registers both names."""
+    from importlib.metadata import entry_points
+
+    from sglang.srt import plugins
+    from sglang.srt.function_call.function_call_parser import FunctionCallParser
+    from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+    ours = [e for e in entry_points(group="sglang.srt.plugins") if e.value.startswith("response_templates.")]
+    if not ours:
+        pytest.skip("response-templates is not installed with its entry points here (run from a source tree)")
+    monkeypatch.delitem(FunctionCallParser.ToolCallParserEnum, NAME, raising=False)
+    monkeypatch.delitem(ReasoningParser.DetectorMap, NAME, raising=False)
+    monkeypatch.setattr(plugins, "_plugins_loaded", False)
+    monkeypatch.delenv("SGLANG_PLUGINS", raising=False)
+    plugins.load_plugins()
+    assert NAME in FunctionCallParser.ToolCallParserEnum and NAME in ReasoningParser.DetectorMap

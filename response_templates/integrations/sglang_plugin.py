@@ -343,6 +343,7 @@ def _classes() -> dict[str, type]:
             self._prefix = prefix or ""
             self._tools = tool_dicts(tools)
             self._stream: ReplyStream | None = None
+            self._last: tuple | None = None  # the last whole parse: (text, cut, tools), reply
             # What SGLang's chat server reads of a response-template tool detector.
             self.tool_close_literals: list[str] = []
             self.incomplete_tool_call_indices: set[int] = set()
@@ -351,8 +352,13 @@ def _classes() -> dict[str, type]:
             return tool_dicts(tools) if tools else self._tools
 
         def _whole(self, text: str, tools):
-            return parse_whole(text, self.response_template, prefix=self._prefix, tools=self._tools_of(tools),
-                               truncated=_truncated.get(), malformed=self.malformed)
+            # SGLang asks has_tool_call, then detect_and_parse, of the same text: parse it once.
+            key = (text, _truncated.get(), repr(self._tools_of(tools)))
+            if self._last is None or self._last[0] != key:
+                reply = parse_whole(text, self.response_template, prefix=self._prefix, tools=self._tools_of(tools),
+                                    truncated=key[1], malformed=self.malformed)
+                self._last = (key, reply)
+            return self._last[1]
 
         def has_tool_call(self, text: str) -> bool:
             # SGLang sends the text as it is when this is False: say True wherever the parse differs from it.
