@@ -235,6 +235,8 @@ def _reporting(original: Any, parameter: str) -> Any:
 def _classes() -> dict[str, type]:
     """The SGLang detector classes, built once (they subclass SGLang's, so SGLang is imported only here)."""
     api = _api()
+    reasoning_base: Any = api.ResponseTemplateReasoningDetector
+    tool_base: Any = api.ResponseTemplateToolDetector
     from sglang.srt.function_call.base_format_detector import BaseFormatDetector
     from sglang.srt.function_call.core_types import StreamingParseResult, ToolCallItem
 
@@ -245,7 +247,7 @@ def _classes() -> dict[str, type]:
             self.normal_text = normal_text
             self.reasoning_text = reasoning_text
 
-    class ResponseTemplatesReasoningDetector(api.ResponseTemplateReasoningDetector):
+    class ResponseTemplatesReasoningDetector(reasoning_base):
         """`--reasoning-parser response_templates`: the reasoning of this package's parse. When a tool-call
         parser reads the rest (ours), the output goes on to it as it is; otherwise the rest is the content."""
 
@@ -268,7 +270,7 @@ def _classes() -> dict[str, type]:
             self.think_start_token = self.think_end_token = ""
             self.think_excluded_tokens = None
             self.think_start_self_label = ""
-            self.message_start_think_openers = []
+            self.message_start_think_openers: list[str] = []
             self.answer_started = False
 
         def get_think_end_token_ids(self, tokenizer) -> list[int]:
@@ -329,7 +331,7 @@ def _classes() -> dict[str, type]:
                     reasoning, self._pending = self._pending, ""
             return _Result(normal_text=text if self._passthrough else delta.content, reasoning_text=reasoning)
 
-    class ResponseTemplatesToolDetector(api.ResponseTemplateToolDetector):
+    class ResponseTemplatesToolDetector(tool_base):
         """`--tool-call-parser response_templates`: the content and the tool calls of this package's parse of the
         output (which the reasoning stage passes on as it is)."""
 
