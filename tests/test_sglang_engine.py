@@ -2,11 +2,12 @@
 (`--reasoning-parser response_template --tool-call-parser response_template`: sglang.srt.parser.response_template).
 
 CI runs this file in the SGLang environment (see .ci/run). Elsewhere it is skipped, with the reason printed, when
-SGLang cannot be imported."""
+SGLang cannot be imported; on CI (CI=true) a missing SGLang fails instead."""
 
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from response_templates.library import get_template, list_templates
 CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 
 _missing = engines.engine_unavailable("sglang")
+if _missing and os.environ.get("CI", "").lower() == "true":
+    raise RuntimeError(f"SGLang must be installed for these tests on CI: {_missing}")
 pytestmark = pytest.mark.skipif(bool(_missing), reason=f"SGLang is not installed here: {_missing}")
 
 PROMPT = "<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n"
