@@ -10,11 +10,12 @@ Importing it patches transformers' tokenizers (unless RESPONSE_TEMPLATES_DISABLE
 
 from typing import Any
 
-from ._version import __version__
+from ._version import __version__ as __version__
 from .core import (
     CompiledTemplate,
     RegexTimeoutError,
     ResponseParser,
+    ResponseTemplatesError,
     TemplateError,
     TransformError,
     get_regex_timeout,
@@ -34,6 +35,7 @@ __all__ = [
     "OpenAIStreamAdapter",
     "RegexTimeoutError",
     "ResponseParser",
+    "ResponseTemplatesError",
     "TemplateError",
     "TransformError",
     "VerifyReport",

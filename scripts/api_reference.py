@@ -26,7 +26,8 @@ OUTPUT = ROOT / "docs" / "api.md"
 
 SECTIONS = [
     ("Parsing", "Parse generated text or token ids into a message dict, one-shot or streaming.", [
-        "parse_response", "ResponseParser", "load_template", "CompiledTemplate", "TemplateError", "TransformError",
+        "parse_response", "ResponseParser", "load_template", "CompiledTemplate", "ResponseTemplatesError", "TemplateError",
+        "TransformError",
         "set_regex_timeout", "get_regex_timeout", "RegexTimeoutError",
     ]),
     ("Template library", "The verified templates shipped with the package.", [

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the README's engine compatibility matrix from `response-templates check --engine all`.
+"""Write the engine compatibility matrix of docs/serving.md from `response-templates check --engine all`.
 
     python scripts/engine_matrix.py                                    # print it, engines of this Python only
     python scripts/engine_matrix.py --python venv-vllm/bin/python --write
@@ -7,7 +7,7 @@
 vLLM and transformers 5.25 do not install side by side (vLLM pins an older transformers), so the check can run in
 several environments: each `--python` interpreter (default: this one; repeatable) runs `response-templates check
 --engine all --json` on this checkout's source, and for each template and engine the first environment where the
-engine is installed gives the cell. `--write` replaces the README text between the engine-matrix markers.
+engine is installed gives the cell. `--write` replaces the text of docs/serving.md between the engine-matrix markers.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+README = ROOT / "docs" / "serving.md"  # the page that holds the matrix
 START, END = "<!-- engine-matrix:start -->", "<!-- engine-matrix:end -->"
 sys.path.insert(0, str(ROOT))  # this checkout's package, as in the environments checked
 
@@ -52,7 +52,7 @@ def versions(python: str) -> str:
 
 
 def merge(runs: list[list[dict]]):
-    from response_templates.authoring.engines import UNAVAILABLE, CaseResult, EngineReport
+    from response_templates.authoring.engines import UNAVAILABLE, EngineCaseResult, EngineReport
 
     chosen: dict[tuple[str, str], dict] = {}
     for rows in runs:
@@ -64,8 +64,8 @@ def merge(runs: list[list[dict]]):
     for row in chosen.values():
         report = EngineReport(row["template"], row["engine"], available=row["status"] != UNAVAILABLE,
                               loads=row["loads"])
-        report.cases = [CaseResult("", True)] * row["same"]
-        report.cases += [CaseResult(case["name"], False, case["why"]) for case in row["differing_cases"]]
+        report.cases = [EngineCaseResult("", True)] * row["same"]
+        report.cases += [EngineCaseResult(case["name"], False, case["why"]) for case in row["differing_cases"]]
         if row["status"] in (UNAVAILABLE, "rejected"):
             report.error = row["why"]
         reports.append(report)
@@ -86,9 +86,9 @@ def render(pythons: list[str]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Write the README's engine compatibility matrix.")
+    parser = argparse.ArgumentParser(description="Write the engine compatibility matrix of docs/serving.md.")
     parser.add_argument("--python", action="append", help="interpreter of an environment to check in (repeatable)")
-    parser.add_argument("--write", action="store_true", help="replace the matrix between the README markers")
+    parser.add_argument("--write", action="store_true", help="replace the matrix between the markers of docs/serving.md")
     args = parser.parse_args(argv)
     text = render(args.python or [sys.executable])
     if not args.write:
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
         return 0
     readme = README.read_text(encoding="utf-8")
     if START not in readme or END not in readme:
-        print(f"README.md lacks the markers {START} / {END}", file=sys.stderr)
+        print(f"docs/serving.md lacks the markers {START} / {END}", file=sys.stderr)
         return 1
     head, rest = readme.split(START, 1)
     _, tail = rest.split(END, 1)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Measure `infer_template` over every chat template in the shared folder and write the README table.
+"""Measure `infer_template` over every chat template in the shared folder and write the table of docs/inference.md.
 
     RESPONSE_TEMPLATES_CHAT_TEMPLATES=../shared/chat_templates python scripts/infer_coverage.py           # print
-    RESPONSE_TEMPLATES_CHAT_TEMPLATES=../shared/chat_templates python scripts/infer_coverage.py --write   # README
-    ... --check     # exit 1 if the README section is out of date
+    RESPONSE_TEMPLATES_CHAT_TEMPLATES=../shared/chat_templates python scripts/infer_coverage.py --write   # docs/inference.md
+    ... --check     # exit 1 if the docs/inference.md table is out of date
 
 For every file listed in MANIFEST.json (and trl/MANIFEST.json): does the chat template render a tool call;
 does inference give a template that passes verify; for files a library entry lists, does that template
@@ -24,10 +24,10 @@ sys.path.insert(0, str(ROOT))
 
 from response_templates import library, parse_response  # noqa: E402
 from response_templates.authoring.inference import InferredTemplate, infer_template  # noqa: E402
-from response_templates.authoring.verification import _TOOLS, render_chat_template  # noqa: E402
+from response_templates.authoring.rendering import SAMPLE_TOOLS, render_chat_template  # noqa: E402
 
 CORPORA = ROOT / "tests" / "data" / "corpora"
-README = ROOT / "README.md"
+README = ROOT / "docs" / "inference.md"  # the page that holds the coverage table
 START, END = "<!-- infer-coverage:start -->", "<!-- infer-coverage:end -->"
 
 
@@ -75,7 +75,7 @@ def renders_tool_calls(source: str, options: dict) -> bool:
         call = {"id": "call00001", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
         messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
         try:
-            text = render_chat_template(source, messages, tools=_TOOLS, bos_token=options.get("bos_token", ""),
+            text = render_chat_template(source, messages, tools=SAMPLE_TOOLS, bos_token=options.get("bos_token", ""),
                                         eos_token=options.get("eos_token", ""))
         except Exception:
             continue
@@ -152,8 +152,8 @@ def render(rows: list[Row]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write", action="store_true", help="rewrite the README section")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the README section is out of date")
+    parser.add_argument("--write", action="store_true", help="rewrite the table in docs/inference.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the docs/inference.md table is out of date")
     parser.add_argument("--verbose", action="store_true", help="print each file's report and corpus differences")
     parser.add_argument("files", nargs="*", help="only these files (relative to the folder)")
     args = parser.parse_args(argv)
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
     updated = text[:start] + "\n" + table + "\n" + text[end:]
     if args.check:
         if updated != text:
-            print("README inference coverage table is out of date: run scripts/infer_coverage.py --write", file=sys.stderr)
+            print("docs/inference.md: the inference coverage table is out of date: run scripts/infer_coverage.py --write", file=sys.stderr)
             return 1
         return 0
     README.write_text(updated, encoding="utf-8")

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Print the "Template library" README section from the template files and their corpora.
+"""Write docs/template-library.md, the library's page, from the template files and their corpora.
 
     python scripts/library_table.py            # print the markdown
-    python scripts/library_table.py --write    # (re)write docs/template-library.md and the README section
-    python scripts/library_table.py --check    # exit 1 if either is out of date
+    python scripts/library_table.py --write    # (re)write docs/template-library.md
+    python scripts/library_table.py --check    # exit 1 if it is out of date
 
-The README holds the table; docs/template-library.md holds the table and every template's format notes.
+The page holds the table of templates (models, what each supports, the chat templates it was verified against, its
+corpus) and every template's format notes.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "response_templates" / "library" / "templates"
 CORPORA = ROOT / "tests" / "data" / "corpora"
 DOC = ROOT / "docs" / "template-library.md"
-README = ROOT / "README.md"
-START, END = "<!-- library-table:start -->", "<!-- library-table:end -->"
 
 INTRO = """\
-## Template library
+# Template library
 
 `response_templates` ships verified response templates for the model families below. Use them by name
 (`get_template("qwen3")`, `list_templates()`) or let the package pick one for a Hub model id or a loaded
@@ -80,7 +79,7 @@ def _models(entry: dict) -> str:
     return shown or "—"
 
 
-def render(notes: bool = True) -> str:
+def render() -> str:
     lines = [INTRO.rstrip("\n"), ""]
     lines.append("| Template | Family | Models | Reasoning | Tool calls | Parallel calls | Streaming | Verified against | Corpus cases |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -93,10 +92,6 @@ def render(notes: bool = True) -> str:
             f"{_corpus_size(entry['name'])} |"
         )
     lines.append("")
-    if not notes:
-        lines.append("Each format's quirks, per template: [docs/template-library.md](docs/template-library.md).")
-        lines.append("")
-        return "\n".join(lines) + "\n"
     lines.append("Format notes per template (from each file's `notes`):")
     lines.append("")
     for entry in _entries():
@@ -115,21 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--check", action="store_true", help=f"fail if {DOC.relative_to(ROOT)} is out of date")
     args = parser.parse_args(argv)
     text = render()
-    readme = README.read_text(encoding="utf-8")
-    if START not in readme or END not in readme:
-        print(f"README.md lacks the markers {START} / {END}", file=sys.stderr)
-        return 1
-    head, rest = readme.split(START, 1)
-    new_readme = head + START + "\n" + render(notes=False) + END + rest.split(END, 1)[1]
     if args.write:
         DOC.parent.mkdir(parents=True, exist_ok=True)
         DOC.write_text(text, encoding="utf-8")
-        README.write_text(new_readme, encoding="utf-8")
     elif args.check:
-        stale = [path.name for path, want in ((DOC, text), (README, new_readme))
-                 if not path.is_file() or path.read_text(encoding="utf-8") != want]
-        if stale:
-            print(f"{', '.join(stale)} out of date: run python scripts/library_table.py --write", file=sys.stderr)
+        if not DOC.is_file() or DOC.read_text(encoding="utf-8") != text:
+            print(f"{DOC.relative_to(ROOT)} is out of date: run python scripts/library_table.py --write", file=sys.stderr)
             return 1
     else:
         sys.stdout.write(text)

@@ -9,10 +9,10 @@ import os
 import sys
 
 try:
-    from response_templates.authoring.publish import main
+    from response_templates.cli.push import main
 except ImportError:  # not installed: run from the source checkout
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-    from response_templates.authoring.publish import main
+    from response_templates.cli.push import main
 
 if __name__ == "__main__":
     sys.exit(main())

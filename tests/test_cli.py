@@ -252,7 +252,7 @@ def test_verify_needs_a_chat_template(tmp_path, capsys, monkeypatch):
 
 
 def test_push_delegates_to_the_publisher(monkeypatch):
-    from response_templates.authoring import publish
+    from response_templates.cli import push as publish
 
     seen = {}
 
@@ -263,6 +263,13 @@ def test_push_delegates_to_the_publisher(monkeypatch):
     monkeypatch.setattr(publish, "main", fake_main)
     assert main(["push", "--family", "Qwen3", "--dry-run"]) == 3
     assert seen == {"argv": ["--family", "Qwen3", "--dry-run"], "kwargs": {"prog": "response-templates push"}}
+
+
+def test_push_help_names_the_command(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["push", "--help"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: response-templates push")
 
 
 def test_verify_every_listed_chat_template_in_subfolders(capsys):

@@ -18,7 +18,6 @@ import re
 
 import pytest
 
-import response_templates as rt
 from response_templates import ResponseParser, parse_response
 from response_templates.core import regex_syntax
 from response_templates.library import get_template

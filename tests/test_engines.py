@@ -66,7 +66,7 @@ def test_thinking_form_renames_only_the_reasoning_field():
 def test_matrix_lists_every_engine_and_the_reasons():
     unavailable = engines.EngineReport("qwen3", "vllm", available=False, error="vllm cannot be imported: x")
     rejected = engines.EngineReport("hermes", "vllm", loads=False, error="ValueError: field 'content' uses join")
-    ok = engines.EngineReport("qwen3", "transformers", loads=True, cases=[engines.CaseResult("a", True)])
+    ok = engines.EngineReport("qwen3", "transformers", loads=True, cases=[engines.EngineCaseResult("a", True)])
     text = engines.matrix_markdown([ok, unavailable, rejected])
     assert "| template | transformers | vllm |" in text
     assert "| qwen3 | same (1/1) | not installed |" in text

@@ -165,6 +165,15 @@ class FakeTokenizer:
         ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mistral_v3"),
         ("mistralai/Ministral-8B-Instruct-2410", "mistral_v3"),
         ("ai-sage/GigaChat3.5-432B-A28B", "gigachat3.5"),
+        ("deepseek-ai/DeepSeek-V4.1-Flash", "deepseek_v4"),
+        ("ibm-granite/granite-4.1-8b", "granite-4"),
+        ("ibm-granite/granite-4.1-30b", "granite-4"),
+        ("google/gemma-2-9b-it", "gemma-2"),
+        ("microsoft/Phi-3.5-mini-instruct", "phi-3.5"),
+        ("CohereLabs/aya-expanse-8b", "aya-expanse"),
+        ("Salesforce/Llama-xLAM-2-8b-fc-r", "xlam"),
+        ("Salesforce/xLAM-2-32b-fc-r", "xlam"),
+        ("internlm/internlm2_5-7b-chat", "internlm2"),
     ],
 )
 def test_exact_hub_ids(model, name):
@@ -238,8 +247,27 @@ def test_fingerprint_shared_by_two_templates_gives_none(monkeypatch):
     assert library.name_for(FakeTokenizer("/local/dir", source)) is None
 
 
-def test_tokenizer_name_is_used_before_fingerprint():
+def test_tokenizer_name_is_used_when_the_chat_template_is_unknown():
     assert library.name_for(FakeTokenizer("Qwen/Qwen3-8B", "unrelated template")) == "qwen3"
+
+
+def test_a_known_chat_template_decides_over_the_tokenizer_name():
+    # Llama 4 writes JSON calls with Meta's chat template and pythonic calls with vLLM's: the template in use decides.
+    folder = os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
+    if not folder:
+        pytest.skip("RESPONSE_TEMPLATES_CHAT_TEMPLATES is not set (folder of real chat templates, e.g. ../shared/chat_templates)")
+    model = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
+    meta = (Path(folder) / "meta-llama--Llama-4-Scout-17B-16E-Instruct.jinja").read_bytes().decode("utf-8")
+    pythonic = (Path(folder) / "vllm-example--tool_chat_template_llama4_pythonic.jinja").read_bytes().decode("utf-8")
+    assert library.name_for(FakeTokenizer(model, meta)) == "llama4"
+    assert library.name_for(FakeTokenizer(model, pythonic)) == "llama4_pythonic"
+    assert library.name_for(model) == "llama4"  # a bare id: the chat template the model ships
+    message = parse_response(
+        '[get_weather(city="LA")]<|eot|>',
+        library.template_for(FakeTokenizer(model, pythonic)),
+        prefix="<|header_start|>assistant<|header_end|>\n\n",
+    )
+    assert message["tool_calls"] == [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "LA"}}}]
 
 
 def test_fingerprint_of_real_chat_templates():

@@ -164,3 +164,38 @@ def test_a_newer_release_in_another_format_is_not_given_the_older_template():
     # Kimi K3 writes a different format from K2: whatever serves it, it must not be the K2 template.
     assert library.name_for("moonshotai/Kimi-K3") != "kimi-k2"
     assert library.name_for("moonshotai/kimi-k3") != "kimi-k2"
+
+
+# --- current releases (issue 25) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "model, name",
+    [
+        ("deepseek-ai/DeepSeek-V4.1-Flash", "deepseek_v4"),
+        ("deepseek-ai/deepseek-v4.1-flash", "deepseek_v4"),
+        ("ibm-granite/granite-4.1-3b", "granite-4"),
+        ("ibm-granite/granite-4.1-8b-GGUF", "granite-4"),
+        ("google/gemma-2-27b-it", "gemma-2"),
+        ("Salesforce/Llama-xLAM-2-70b-fc-r", "xlam"),
+        ("Salesforce/xLAM-2-3b-fc-r", "xlam"),
+        ("meetkai/functionary-small-v3.2", "functionary-v3.2"),
+    ],
+)
+def test_current_releases_resolve_to_the_format_they_write(model, name):
+    assert library.name_for(model) == name
+    assert library.template_for(model) == library.get_template(name)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "deepseek-ai/DeepSeek-V4.1-Pro",  # no such Hub repository was found: no answer rather than a guess
+        "deepseek-ai/DeepSeek-V4.1",
+        "ibm-granite/granite-4.1-8b-base",  # a pretrained checkpoint writes no chat format
+        "google/gemma-2-9b",
+        "ibm-granite/granite-4.2-8b",  # a newer release whose chat template was not checked
+    ],
+)
+def test_ids_without_evidence_give_no_answer(model):
+    assert library.name_for(model) is None

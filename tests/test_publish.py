@@ -17,11 +17,11 @@ import pytest
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
 import huggingface_hub.constants as hf_constants  # noqa: E402
-
 from hub_server import FakeHub  # noqa: E402
 
 from response_templates.authoring import publish  # noqa: E402
 from response_templates.authoring.publish import KEY, PR_TITLE, insert_key  # noqa: E402
+from response_templates.cli import push as push_command  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "hf_test_secret_token_0123456789"
@@ -75,7 +75,7 @@ def hub():
 
 def run(hub, argv=(), entries=None, token=TOKEN, verifier=None):
     api = huggingface_hub.HfApi(endpoint=hub.endpoint, token=token)
-    return publish.main(list(argv), api=api, entries=entries, verifier=verifier)
+    return push_command.main(list(argv), api=api, entries=entries, verifier=verifier)
 
 
 def posts(hub):
@@ -169,7 +169,7 @@ def test_pr_starts_from_the_commit_that_was_verified(hub):
             return super().create_commit(*args, **kwargs)
 
     api = RacingApi(endpoint=hub.endpoint, token=TOKEN)
-    assert publish.main([], api=api, entries=[make_entry(["org/toy-1"])]) == 0
+    assert push_command.main([], api=api, entries=[make_entry(["org/toy-1"])]) == 0
     assert hub.commits[0]["parent"] == read_sha and hub.commits[0]["header"]["parentCommit"] == read_sha
     assert repo.refs["main"] == "f" * 40  # main itself untouched
     assert hub.file("org/toy-1", "README.md", "refs/pr/1") is None
@@ -353,7 +353,7 @@ def test_network_error_is_reported_per_repo(capsys):
     with FakeHub() as dead:
         endpoint = dead.endpoint
     api = huggingface_hub.HfApi(endpoint=endpoint, token=TOKEN)
-    code = publish.main(["--dry-run"], api=api, entries=[make_entry(["org/a", "org/b"])])
+    code = push_command.main(["--dry-run"], api=api, entries=[make_entry(["org/a", "org/b"])])
     assert code == 1
     out = capsys.readouterr().out
     assert out.count("network error") == 2
@@ -373,18 +373,18 @@ def test_selection_by_family_template_and_model():
     assert [m for m, _ in pick([a, b], names=["ALPHA"])] == ["org/a1", "org/a2"]
     assert [(m, e["name"]) for m, e in pick([a, b], models=["org/b7-extra", "org/a2"])] == [
         ("org/b7-extra", "beta"), ("org/a2", "alpha")]
-    with pytest.raises(publish.UsageError, match="no selected library template serves org/zzz"):
+    with pytest.raises(publish.PublishUsageError, match="no selected library template serves org/zzz"):
         pick([a, b], models=["org/zzz"])
     c = make_entry([], name="gamma", family="Gamma")
     c["model_patterns"] = [r"org/b.*"]
-    with pytest.raises(publish.UsageError, match="several templates \\(beta, gamma\\)"):
+    with pytest.raises(publish.PublishUsageError, match="several templates \\(beta, gamma\\)"):
         pick([a, b, c], models=["org/b7-extra"])
     assert [e["name"] for _, e in pick([a, b, c], names=["gamma"], models=["org/b7-extra"])] == ["gamma"]
     assert [e["name"] for _, e in pick([a, b, c], models=["org/b1"])] == ["beta"]  # listed beats patterns
     # Hub ids ignore letter case, as in the library's lookup: the publisher serves the same repos.
     assert [(m, e["name"]) for m, e in pick([a, b], models=["ORG/A2", "Org/B7-Extra"])] == [
         ("ORG/A2", "alpha"), ("Org/B7-Extra", "beta")]
-    with pytest.raises(publish.UsageError, match="no library template for family Delta"):
+    with pytest.raises(publish.PublishUsageError, match="no library template for family Delta"):
         pick([a, b], families=["Delta"])
 
 
@@ -472,7 +472,7 @@ def test_real_template_is_verified_and_published(hub, capsys):
     hub.add_repo(model, {"tokenizer_config.json": original})
     api = huggingface_hub.HfApi(endpoint=hub.endpoint, token=TOKEN)
 
-    assert publish.main(["--template-file", str(path), "--model", model], api=api) == 0, capsys.readouterr()
+    assert push_command.main(["--template-file", str(path), "--model", model], api=api) == 0, capsys.readouterr()
     assert len(hub.commits) == 1 and hub.commits[0]["create_pr"]
     new = json.loads(hub.file(model, "tokenizer_config.json", "refs/pr/1"))
     assert new[KEY] == entry["template"] and {k: v for k, v in new.items() if k != KEY} == json.loads(original)

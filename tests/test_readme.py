@@ -1,8 +1,14 @@
 """The README's generated parts are up to date with the template library."""
 
+import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,8 +23,29 @@ def test_library_table_is_current():
 def test_readme_names_the_two_setup_commands():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "pip install . && python examples/quickstart.py" in readme
-    assert "bash .ci/run" in readme
-    assert (ROOT / "examples" / "quickstart.py").is_file()
+    assert "bash .ci/test" in readme and "minutes" in readme.split("bash .ci/test", 1)[1][:400]
+    assert (ROOT / "examples" / "quickstart.py").is_file() and (ROOT / ".ci" / "test").is_file()
+    # CI runs the README's test command first
+    assert "bash \"$REPO/.ci/test\"" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_readme_is_short_and_its_links_resolve():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) < 300
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert links
+    for link in links:
+        if not link.startswith("http"):
+            assert (ROOT / link).exists(), link
+
+
+PAGES = ["README.md", "CONTRIBUTING.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_docs_hold_no_development_history(page):
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert not re.search(r"\bissue \d+|\bthis stop\b|\bmain at [0-9a-f]{7}", text, re.I), page
 
 
 # --- the README's commands, run as written (issue 14.5, 14.8) -------------------------------------------------
@@ -27,19 +54,12 @@ def test_readme_names_the_two_setup_commands():
 # here (`bash .ci/run` builds the wheel and installs it); what they name is checked instead. The example scripts
 # and the command-line examples are run exactly as the README writes them, offline, against fixture files.
 
-import json
-import os
-import re
-import shutil
-
-import pytest
-
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def _blocks(after_heading: str) -> list[str]:
-    """The fenced code blocks of the README section that starts with `after_heading`."""
-    section = README.split(after_heading + "\n", 1)[1]
+def _blocks(after_heading: str, text: str = README) -> list[str]:
+    """The fenced code blocks of the section of `text` (the README) that starts with `after_heading`."""
+    section = text.split(after_heading + "\n", 1)[1]
     section = re.split(r"\n#{2,3} ", section, maxsplit=1)[0]
     return re.findall(r"```[a-z]*\n(.*?)```", section, re.S)
 
@@ -91,7 +111,8 @@ def test_quick_start_shows_the_transformers_flow_first():
 
 
 EXAMPLE_LINE = re.compile(r"^- `(python (?:examples|scripts|benchmarks)/[^`]+)`", re.M)
-EXAMPLE_COMMANDS = EXAMPLE_LINE.findall(README.split("### Examples\n", 1)[1].split("\n## ", 1)[0])
+EXAMPLE_COMMANDS = EXAMPLE_LINE.findall(README.split("## Examples\n", 1)[1].split("\n## ", 1)[0])
+SERVING = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
 
 
 def test_the_examples_section_lists_the_examples():
@@ -138,7 +159,7 @@ def test_command_line_examples_run_as_written(tmp_path):
     saved = _shell(f"python {ROOT / 'examples' / 'offline_tokenizer.py'} ./my-model", tmp_path)
     assert saved.returncode == 0, saved.stderr
     chat_templates = os.environ.get("RESPONSE_TEMPLATES_CHAT_TEMPLATES")
-    lines = [line.split("  #", 1)[0].strip() for line in _blocks("### Command line")[0].splitlines()]
+    lines = [line.split("  #", 1)[0].strip() for line in _blocks("## Command line", SERVING)[0].splitlines()]
     assert len(lines) >= 10
     outputs = {}
     for line in filter(None, lines):

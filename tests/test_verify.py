@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("jinja2", reason="verify renders chat templates with jinja2")
 
 from response_templates import library
-from response_templates.authoring.verification import render_chat_template, verify, verify_entry
+from response_templates.authoring.rendering import render_chat_template
+from response_templates.authoring.verification import verify, verify_entry
 from response_templates.library.entries import check_options
 
 FOLDER_VARIABLE = "RESPONSE_TEMPLATES_CHAT_TEMPLATES"
@@ -268,6 +269,21 @@ def test_json_string_arguments_option():
     assert not verify(template, chat_template, supports=supports).ok
     report = verify(template, chat_template, options={"arguments": "json_string"}, supports=supports)
     assert report.ok, report.summary()
+
+
+def test_tools_shape_option_gives_bare_function_schemas():
+    # This chat template reads tool.name, as Apertus's does: it needs the schemas without the OpenAI wrapper.
+    chat_template = "{% for t in tools or [] %}<|im_start|>system\n{{ 'tool ' + t.name }}<|im_end|>\n{% endfor %}" + MINI_CHATML
+    supports = {"reasoning": False, "tool_calls": True, "parallel_tool_calls": True}
+    template = library.get_template("qwen2.5")
+    wrapped = verify(template, chat_template, options={"cases": ["single_call"]}, supports=supports)
+    assert not wrapped.ok and "failed to render" in wrapped.summary()
+    bare = verify(template, chat_template, options={"cases": ["single_call"], "tools_shape": "function"}, supports=supports)
+    assert bare.ok, bare.summary()
+    assert "tool get_weather" in bare.cases[0].prompt
+    assert bare.cases[0].tools[0]["type"] == "function"  # the parse still gets the wrapped tools
+    with pytest.raises(ValueError, match="tools_shape"):
+        check_options({"tools_shape": "bare"})
 
 
 def test_source_edits_cut_out_parts_jinja2_cannot_run():

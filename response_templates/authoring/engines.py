@@ -38,9 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from ..integrations._serving import REASONING_FIELDS
+
 __all__ = [
     "ENGINES",
-    "CaseResult",
+    "EngineCaseResult",
     "EngineReport",
     "check",
     "check_template",
@@ -51,7 +53,6 @@ __all__ = [
 ]
 
 ENGINES = ("transformers", "transformers-serve", "vllm", "sglang")
-REASONING_FIELDS = ("reasoning_content", "thinking")
 
 SAME = "same"
 DIFFERS = "differs"
@@ -60,7 +61,7 @@ UNAVAILABLE = "not installed"
 
 
 @dataclass
-class CaseResult:
+class EngineCaseResult:
     name: str
     same: bool
     why: str = ""
@@ -73,7 +74,7 @@ class EngineReport:
     available: bool = True
     loads: bool = False
     error: str = ""  # why the engine is missing, or why it refused the template
-    cases: list[CaseResult] = field(default_factory=list)
+    cases: list[EngineCaseResult] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -455,10 +456,10 @@ def check_template(
                     f"engine raised {type(theirs).__name__}: {theirs}" if isinstance(theirs, Exception)
                     else f"ours raised {type(ours).__name__}: {ours}"
                 )
-                report.cases.append(CaseResult(case_name, same, " ".join(why.split())[:300]))
+                report.cases.append(EngineCaseResult(case_name, same, " ".join(why.split())[:300]))
                 continue
             same = ours == theirs
-            report.cases.append(CaseResult(case_name, same, "" if same else _difference(ours, theirs)))
+            report.cases.append(EngineCaseResult(case_name, same, "" if same else _difference(ours, theirs)))
     return report
 
 

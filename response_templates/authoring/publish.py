@@ -15,7 +15,6 @@ Command line: ``python scripts/push_templates.py --help`` or ``response-template
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import inspect
 import json
@@ -23,9 +22,11 @@ import re
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
-TOKENIZER_CONFIG = "tokenizer_config.json"
+from ..core.errors import PublishError, PublishUsageError
+from ..integrations.transformers_patch import TOKENIZER_CONFIG
+
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 CHAT_TEMPLATE_DIR = "additional_chat_templates/"
 LEGACY_CHAT_TEMPLATE_JSON = "chat_template.json"  # processors of older multimodal repos
@@ -40,14 +41,6 @@ FAILED = "failed"
 _STATUS_ORDER = (OPENED, WOULD_OPEN, UNCHANGED, SKIPPED, FAILED)
 
 PACKAGE_URL = "https://pypi.org/project/response-templates/"
-
-
-class PublishError(Exception):
-    """A problem with one repository; reported in the summary, the run goes on."""
-
-
-class UsageError(Exception):
-    """A problem with the command line or the selection; the run does not start."""
 
 
 @dataclass
@@ -80,7 +73,7 @@ def load_entry_file(path: str) -> dict:
             entry = json.load(handle)
         validate_entry(entry, path)
     except (OSError, ValueError) as exc:  # LibraryError and JSON errors are ValueErrors
-        raise UsageError(f"cannot use template file {path}: {exc}") from exc
+        raise PublishUsageError(f"cannot use template file {path}: {exc}") from exc
     return entry
 
 
@@ -96,7 +89,7 @@ def _entry_for_model(entries: Sequence[dict], model_id: str) -> dict | None:
     ]
     if len(matched) > 1:
         names = ", ".join(e["name"] for e in matched)
-        raise UsageError(f"{model_id} matches the patterns of several templates ({names}); pick one with --template")
+        raise PublishUsageError(f"{model_id} matches the patterns of several templates ({names}); pick one with --template")
     return matched[0] if matched else None
 
 
@@ -110,7 +103,7 @@ def select_targets(
     """(repo id, entry) pairs to publish, in library order, each repo once.
 
     ``families`` and ``names`` narrow the entries (case-insensitive); ``models`` picks repos, which may also be
-    served through an entry's ``model_patterns``. Raises UsageError when a filter matches nothing.
+    served through an entry's ``model_patterns``. Raises PublishUsageError when a filter matches nothing.
     """
     chosen = list(entries)
     if families:
@@ -118,19 +111,19 @@ def select_targets(
         chosen = [e for e in chosen if str(e.get("family", "")).lower() in wanted]
         if not chosen:
             known = sorted({str(e.get("family")) for e in entries})
-            raise UsageError(f"no library template for family {', '.join(families)} (known: {', '.join(known)})")
+            raise PublishUsageError(f"no library template for family {', '.join(families)} (known: {', '.join(known)})")
     if names:
         wanted = {n.lower() for n in names}
         chosen = [e for e in chosen if e["name"].lower() in wanted]
         if not chosen:
-            raise UsageError(f"no library template named {', '.join(names)}")
+            raise PublishUsageError(f"no library template named {', '.join(names)}")
 
     targets: list[tuple[str, dict]] = []
     if models:
         for model_id in models:
             entry = _entry_for_model(chosen, model_id)
             if entry is None:
-                raise UsageError(f"no selected library template serves {model_id}")
+                raise PublishUsageError(f"no selected library template serves {model_id}")
             targets.append((model_id, entry))
     else:
         targets = [(model_id, e) for e in chosen for model_id in e.get("models", ())]
@@ -713,108 +706,3 @@ def summary_table(results: Sequence[RepoResult]) -> str:
     shown = [OPENED if not any(r.status == WOULD_OPEN for r in results) else WOULD_OPEN, UNCHANGED, SKIPPED, FAILED]
     lines.append(", ".join(f"{counts[s]} {s}" for s in shown))
     return "\n".join(line.rstrip() for line in lines) + "\n"
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Command line
-
-
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description=(
-            "Open pull requests on the Hugging Face Hub that add the library's verified response templates to "
-            f"model repositories (the '{KEY}' key of {TOKENIZER_CONFIG}). Each template is verified against the "
-            "repository's own chat template first; repos that already hold it or have our pull request open are "
-            "skipped, so reruns are safe."
-        ),
-    )
-    parser.add_argument("--family", action="append", default=[], help="only templates of this family (repeatable)")
-    parser.add_argument("--template", action="append", default=[], metavar="NAME",
-                        help="only this library template (repeatable)")
-    parser.add_argument("--model", action="append", default=[], metavar="REPO_ID",
-                        help="only this Hub model id (repeatable); may also be one matched by a template's patterns")
-    parser.add_argument("--template-file", action="append", default=[], metavar="PATH",
-                        help="use this template data file instead of the library (repeatable)")
-    parser.add_argument("--chat-template", action="append", default=[], metavar="NAME",
-                        help="verify only against this named chat template of each repo, e.g. tool_use "
-                             "(default: all of them)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the change for each repository as a unified diff; write nothing")
-    parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the token saved by `hf auth login`)")
-    parser.add_argument("--endpoint", type=_endpoint_url,
-                        help="Hub endpoint URL (default: HF_ENDPOINT or https://huggingface.co)")
-    return parser
-
-
-def _endpoint_url(value: str) -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise argparse.ArgumentTypeError(f"not an http(s) URL: {value!r} (e.g. https://huggingface.co)")
-    return value
-
-
-def main(argv: Sequence[str] | None = None, *, api=None, entries: Iterable[dict] | None = None,
-         verifier: Callable | None = None, prog: str | None = None) -> int:
-    """Run the publisher. Returns 0 when nothing failed, 1 when some repository failed, 2 on usage errors.
-
-    ``api`` (an ``HfApi``), ``entries`` (library entries) and ``verifier`` can be injected for testing.
-    """
-    args = build_parser(prog).parse_args(argv)
-    err = sys.stderr
-    token = args.token
-    try:
-        if args.template_file:
-            entries = [load_entry_file(path) for path in args.template_file]
-        elif entries is None:
-            try:
-                entries = library_entries()
-            except ValueError as exc:  # a malformed library file: its message names the file and key
-                raise UsageError(f"cannot load the template library: {exc}") from exc
-        targets = select_targets(list(entries), families=args.family, names=args.template, models=args.model)
-        if not targets:
-            raise UsageError("nothing to publish: the selection contains no models")
-        try:
-            import huggingface_hub
-        except ImportError as exc:
-            raise UsageError("publishing needs huggingface_hub: pip install huggingface_hub") from exc
-        if api is None:
-            api = huggingface_hub.HfApi(endpoint=args.endpoint, token=token)
-        if token is None:
-            token = getattr(api, "token", None)
-            if not isinstance(token, str):  # None, or True for "the saved login"
-                token = huggingface_hub.get_token()
-        me = None
-        if token:
-            try:
-                me = api.whoami(token=token)["name"]
-            except Exception as exc:
-                if not args.dry_run:
-                    raise UsageError(f"cannot identify the Hub account of the token: {describe_error(exc)}") from exc
-        elif not args.dry_run:
-            raise UsageError("no Hub token: pass --token, set HF_TOKEN or run `hf auth login` (or use --dry-run)")
-    except UsageError as exc:
-        err.write(f"error: {_scrub(str(exc), token)}\n")
-        return 2
-
-    with tempfile.TemporaryDirectory(prefix="response-templates-push-") as cache_dir:
-        publisher = Publisher(api, dry_run=args.dry_run, me=me, verifier=verifier,
-                              chat_template_names=args.chat_template, cache_dir=cache_dir)
-        results = publisher.run(targets)
-    for r in results:
-        r.detail = _scrub(r.detail, token)
-    sys.stdout.write(_scrub(summary_table(results), token))
-    if args.dry_run:
-        sys.stdout.write("dry run: nothing was written to the Hub\n")
-    return 1 if any(r.status == FAILED for r in results) else 0
-
-
-def _scrub(text: str, token: str | None) -> str:
-    """Never let the token reach the output, whatever an error message contains."""
-    return text.replace(token, "***") if token else text
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,23 +8,26 @@ the parsed message with the message that was rendered. See templates/FORMAT.md f
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import copy
-import functools
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..library.entries import check_options
+from .rendering import (
+    SAMPLE_TOOLS,
+    common_prefix,
+    compiled_chat_template,
+    frozen_clock,
+    generated_part,
+    render_chat_template,
+)
 
 __all__ = [
     "CaseResult",
     "VerifyReport",
-    "render_chat_template",
     "verify",
     "verify_entry",
 ]
@@ -35,164 +38,6 @@ def _parse(generation: str, template: Any, prefix: str, tools: list | None) -> d
 
     return parse_response(generation, template, prefix=prefix, tools=tools)
 
-
-# ---------------------------------------------------------------------------------------------
-# Rendering: a jinja2 environment close to the one transformers renders chat templates with.
-
-
-def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    # Chat templates expect non-ASCII text to stay as is, unlike jinja2's HTML-safe built-in filter.
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def _raise_exception(message):
-    from jinja2.exceptions import TemplateError
-
-    raise TemplateError(message)
-
-
-_NOW: contextvars.ContextVar = contextvars.ContextVar("response_templates_now", default=None)
-
-
-def _strftime_now(fmt):
-    return (_NOW.get() or datetime.now()).strftime(fmt)
-
-
-@contextlib.contextmanager
-def frozen_clock():
-    """Inside this block, strftime_now gives one fixed time (the time the block started, or the outer block's).
-
-    A chat template that writes the time (Hunyuan writes it to the second) renders the prompt and the full turn at
-    two moments; comparing them must not depend on the clock ticking in between.
-    """
-    token = _NOW.set(_NOW.get() or datetime.now())
-    try:
-        yield
-    finally:
-        _NOW.reset(token)
-
-
-_ENV = None
-
-
-def _environment():
-    global _ENV
-    if _ENV is None:
-        from jinja2 import nodes
-        from jinja2.ext import Extension, loopcontrols
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        class _Generation(Extension):
-            # `{% generation %}...{% endgeneration %}` marks assistant text for training masks; rendering ignores it.
-            tags = {"generation"}
-
-            def parse(self, parser):
-                lineno = next(parser.stream).lineno
-                body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-                return nodes.Scope(body).set_lineno(lineno)
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, loopcontrols])
-        env.filters["tojson"] = _tojson
-        env.globals["raise_exception"] = _raise_exception
-        env.globals["strftime_now"] = _strftime_now
-        _ENV = env
-    return _ENV
-
-
-@functools.lru_cache(maxsize=64)
-def _compile(chat_template: str):
-    # Compiling is the slow part of rendering, and verify renders each chat template many times.
-    return _environment().from_string(chat_template)
-
-
-def render_chat_template(
-    chat_template: str,
-    messages: list[dict],
-    *,
-    tools: list[dict] | None = None,
-    add_generation_prompt: bool = False,
-    bos_token: str = "",
-    eos_token: str = "",
-    **kwargs: Any,
-) -> str:
-    """Render a chat template source the way transformers does (sandboxed jinja2)."""
-    return _compile(chat_template).render(
-        messages=messages,
-        tools=tools,
-        add_generation_prompt=add_generation_prompt,
-        bos_token=bos_token,
-        eos_token=eos_token,
-        **kwargs,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Canonical conversations.
-
-_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Get the weather forecast for a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string", "description": "City name"},
-                    "days": {"type": "integer", "description": "Number of days"},
-                    "include_hourly": {"type": "boolean"},
-                    "min_temp": {"type": "number"},
-                },
-                "required": ["city"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "search_web",
-            "description": "Search the web.",
-            "parameters": {
-                "type": "object",
-                "properties": {"query": {"type": "string"}, "max_results": {"type": "integer"}},
-                "required": ["query"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_time",
-            "description": "Get the current time.",
-            "parameters": {"type": "object", "properties": {}},
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "create_event",
-            "description": "Create a calendar event.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "title": {"type": "string"},
-                    "attendees": {"type": "array", "items": {"type": "object"}},
-                    "details": {"type": "object"},
-                    "tags": {"type": "array", "items": {"type": "string"}},
-                },
-                "required": ["title"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "save_note",
-            "description": "Save a text note.",
-            "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-        },
-    },
-]
 
 _WEATHER_ARGS = {"city": "Paris", "days": 3, "include_hourly": True, "min_temp": -2.5}
 _SEARCH_ARGS = {"query": "best bakeries in Lyon", "max_results": 5}
@@ -228,8 +73,6 @@ def _history(reasoning: bool) -> list[dict]:
         {"role": "tool", "tool_call_id": "abc123def", "name": "get_weather", "content": '{"temp_c": 4, "sky": "cloudy"}'},
         second_answer,
     ]
-
-
 
 
 def _cases(reasoning: bool, tool_calls: bool, parallel: bool) -> list[tuple[str, list[dict], dict, bool]]:
@@ -288,10 +131,6 @@ def _cases(reasoning: bool, tool_calls: bool, parallel: bool) -> list[tuple[str,
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# Reports.
-
-
 @dataclass
 class CaseResult:
     """One canonical case of a verification: its name and scenario, whether it passed (`ok`), what differed
@@ -343,10 +182,6 @@ class VerifyReport:
         return "\n".join(lines)
 
     __str__ = summary
-
-
-# ---------------------------------------------------------------------------------------------
-# Comparison.
 
 
 def _text_value(value: Any) -> str | None:
@@ -409,10 +244,6 @@ def _json_types(value: Any) -> Any:
     if isinstance(value, list):
         return [_json_types(v) for v in value]
     return type(value).__name__
-
-
-# ---------------------------------------------------------------------------------------------
-# verify()
 
 
 def apply_source_edits(source: str, edits: list) -> str:
@@ -490,7 +321,7 @@ def verify(
     chat_template = apply_source_edits(chat_template, options.get("source_edits") or [])
     template = load_template(template)
     try:
-        _compile(chat_template)
+        compiled_chat_template(chat_template)
     except Exception as error:  # jinja2's TemplateSyntaxError: every case would fail the same way
         line = getattr(error, "lineno", None)
         raise ValueError(
@@ -517,14 +348,17 @@ def verify(
             if name in skip:
                 result.skipped = skip[name]
                 continue
-            tools = _TOOLS if uses_tools or options.get("tools_always") else None
+            tools = SAMPLE_TOOLS if uses_tools or options.get("tools_always") else None
             in_content = options.get("reasoning_in_content")
             reasoning_key = options.get("reasoning_key")
             rendered_history = [_for_template(m, arguments, in_content, reasoning_key) for m in history]
+            # Some chat templates read bare function schemas ({"name", "description", "parameters"}), not the
+            # OpenAI {"type": "function", "function": ...} wrappers; the parse still gets the wrapped tools.
+            given = [t["function"] for t in tools] if tools and options.get("tools_shape") == "function" else tools
             try:
-                prompt = render_chat_template(chat_template, rendered_history, tools=tools, add_generation_prompt=True, **kwargs)
+                prompt = render_chat_template(chat_template, rendered_history, tools=given, add_generation_prompt=True, **kwargs)
                 full = render_chat_template(
-                    chat_template, rendered_history + [_for_template(message, arguments, in_content, reasoning_key)], tools=tools, **kwargs
+                    chat_template, rendered_history + [_for_template(message, arguments, in_content, reasoning_key)], tools=given, **kwargs
                 )
             except Exception as e:  # any template error is a finding, reported per case
                 result.ok = False
@@ -532,13 +366,13 @@ def verify(
                 continue
             result.prompt = prompt
             result.tools = tools
-            generation = _split(prompt, full, message, synthesis)
+            generation = generated_part(prompt, full, message, synthesis)
             if generation is None:
                 result.ok = False
                 result.diff.append(
                     "the prompt (history + generation prompt) is not a prefix of the rendering with the assistant "
                     f"message; prompt ends with {prompt[-80:]!r}, rendering continues with "
-                    f"{full[len(_common_prefix(prompt, full)) :][:80]!r}"
+                    f"{full[len(common_prefix(prompt, full)) :][:80]!r}"
                 )
                 continue
             result.generation = generation
@@ -552,33 +386,6 @@ def verify(
             result.diff = _compare(message, parsed)
             result.ok = not result.diff
     return VerifyReport(results)
-
-
-def _common_prefix(a: str, b: str) -> str:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
-
-
-def _split(prompt: str, full: str, message: dict, synthesis: dict | None) -> str | None:
-    if full.startswith(prompt):
-        return full[len(prompt) :]
-    if synthesis is None or not prompt.endswith(synthesis["prefill"]):
-        return None
-    # The chat template drops reasoning from rendered turns while its generation prompt opens a
-    # reasoning block (the prefill): the model writes the reasoning, the close marker, then the turn.
-    head = prompt[: len(prompt) - len(synthesis["prefill"])]
-    if not full.startswith(head):
-        return None
-    reasoning = message.get("reasoning_content") or ""
-    if reasoning and full[len(head) :].startswith(reasoning):
-        # The rendered turn keeps the reasoning, written bare right after the turn's header (Apriel 1.6): only the
-        # prefill is the prompt's own, and the rest of the turn is what the model writes after it.
-        return full[len(head) :]
-    return reasoning + synthesis["close"] + full[len(head) :]
 
 
 def entry_options(entry: dict, chat_template: str) -> dict | None:

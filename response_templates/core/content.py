@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import regex
 
+from .backtracking import risk
 from .errors import (
     QUOTE_LIMIT,
     RegexTimeoutError,
@@ -23,8 +24,7 @@ from .errors import (
     regex_time_left,
     timeout_message,
 )
-from .limits import JSONTooDeepError, load_json
-from .backtracking import risk
+from .limits import MAX_CALL_LIST_NESTING, JSONTooDeepError, load_json
 
 
 def parse_text(text: str, args: dict) -> str:
@@ -281,7 +281,6 @@ _RAW_SURROGATE = regex.compile(r"[\ud800-\udfff]")
 _SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _KEYWORDS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
 _LARGEST_INTEGER = 2**53 - 1
-_DEEPEST_NESTING = 100
 
 
 class _CallListReader:
@@ -376,8 +375,8 @@ class _CallListReader:
         if opener == "'" or opener == '"':
             return self.string()
         if opener == "[" or opener == "{":
-            if depth >= _DEEPEST_NESTING:
-                raise self.error(f"lists and dicts nested more than {_DEEPEST_NESTING} levels deep")
+            if depth >= MAX_CALL_LIST_NESTING:
+                raise self.error(f"lists and dicts nested more than {MAX_CALL_LIST_NESTING} levels deep")
             self.at += 1
             if opener == "[":
                 return self.sequence("]", lambda: self.value(depth + 1))
@@ -519,11 +518,6 @@ def _names(keys: dict, most: int = 20) -> str:
     from model output)."""
     names = [name if len(name) <= 60 else name[:60] + "…" for name in sorted(map(str, keys))[:most]]
     return str(names) if len(keys) <= most else f"{names} and {len(keys) - most} more"
-
-
-def apply_transform(shape: Any, scope: dict) -> Any:
-    """Build `shape` with every whole-string `{path}` replaced by the value it names in `scope`."""
-    return compile_transform(shape)(scope)
 
 
 def mixed_placeholder(shape: Any) -> str | None:

@@ -1,4 +1,8 @@
-"""Exceptions raised by the parsing core, and the regex time limit they enforce."""
+"""Every exception the package raises, under one base class (`ResponseTemplatesError`), and the regex time limit.
+
+Each also derives from the built-in class callers already catch (`ValueError` for bad templates and bad input,
+`KeyError` for an unknown name), so code written against transformers' parser keeps working.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,22 @@ import threading
 import time
 
 
-class TemplateError(ValueError):
+class ResponseTemplatesError(Exception):
+    """The base class of the package's exceptions."""
+
+
+# --- the core ---------------------------------------------------------------------------------------------------
+
+
+class TemplateError(ResponseTemplatesError, ValueError):
     """A response template is malformed. The message names the field and the key at fault."""
 
 
-class RegexTimeoutError(ValueError):
+class RegexTimeoutError(ResponseTemplatesError, ValueError):
     """A regex of the template took longer than the configured time limit (a hostile or catastrophic pattern)."""
 
 
-class TransformError(ValueError):
+class TransformError(ResponseTemplatesError, ValueError):
     """A transform placeholder does not resolve against the parsed value."""
 
 
@@ -24,6 +35,51 @@ class TransformKeyError(TransformError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the repr of its message
         return str(self.args[0]) if self.args else ""
+
+
+class JSONTooDeepError(ResponseTemplatesError, ValueError):
+    """JSON text nests arrays and objects more than `limits.MAX_JSON_DEPTH` levels deep."""
+
+
+# --- the library -------------------------------------------------------------------------------------------------
+
+
+class LibraryError(ResponseTemplatesError, ValueError):
+    """A library file is malformed; the message names the file and the key."""
+
+
+class UnknownTemplateError(ResponseTemplatesError, KeyError):
+    """No library template has that name."""
+
+    def __str__(self) -> str:  # KeyError would show the repr of the message
+        return str(self.args[0]) if self.args else ""
+
+
+# --- the authoring tools -----------------------------------------------------------------------------------------
+
+
+class InferenceError(ResponseTemplatesError):
+    """Inference gave up, or was given input it cannot use; the message says why."""
+
+
+class PublishError(ResponseTemplatesError):
+    """A problem with one repository while publishing; reported in the summary, the run goes on."""
+
+
+class PublishUsageError(ResponseTemplatesError):
+    """A problem with the publisher's command line or selection; the run does not start."""
+
+
+class UnreadableFile(ResponseTemplatesError, ValueError):
+    """A file named by the user that cannot be read at all."""
+
+
+class NotUTF8(ResponseTemplatesError, ValueError):
+    """A file (or input stream) whose bytes are not UTF-8 text."""
+
+
+class NotJSON(ResponseTemplatesError, ValueError):
+    """A file that is not valid JSON."""
 
 
 # Longest quotation of input (model output, a template value) an error message holds.

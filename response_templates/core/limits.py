@@ -14,7 +14,7 @@ import re
 from itertools import accumulate
 from typing import Any
 
-from .errors import TemplateError
+from .errors import JSONTooDeepError, TemplateError
 
 MAX_FIELDS = 64  # entries of `fields`
 MAX_LITERALS = 64  # literals in one `open` / `close` / `start_anchor` list, pairs in one `string_delims`
@@ -27,12 +27,21 @@ MAX_TEMPLATE_CHARS = 32_768
 # Content read from model output: levels of arrays and objects a `json` region (or a JSON-typed tool argument) may
 # nest. Deeper JSON is not parsed (a ValueError, or the text itself with `allow_non_json`).
 MAX_JSON_DEPTH = 512
+# Template: counted repeats ({m,n}) multiplied together in one regex, and value parsers nested in value parsers.
+MAX_REPEAT_PRODUCT = 100_000
+MAX_VALUE_PARSER_NESTING = 20
+# Model output: lists and dicts nested in a python-call-list value.
+MAX_CALL_LIST_NESTING = 100
+# Token ids held back at most behind a text that ends with U+FFFD: a UTF-8 character has at most four bytes and an
+# id decodes to at least one, so whatever lies before the last few ids is settled.
+MAX_HELD_IDS = 8
 
 _PATTERN_KEYS = ("open_pattern", "close_pattern", "start_anchor_pattern")
 _LITERAL_KEYS = ("open", "close", "start_anchor")
 
 
-def _where(field_name: Any, key: str) -> str:
+def template_location(field_name: Any, key: str) -> str:
+    """Where a key sits in a template, as error messages name it: `response_template.fields['x'].open`."""
     return f"response_template.{key}" if field_name is None else f"response_template.fields[{field_name!r}].{key}"
 
 
@@ -40,7 +49,7 @@ def _short(text: str, size: int = 60) -> str:
     return repr(text) if len(text) <= size else f"{text[:size]!r}… ({len(text)} characters)"
 
 
-def check_template(spec: dict) -> None:
+def check_limits(spec: dict) -> None:
     """Refuse a template past one of the limits above (raises `TemplateError`). Types are not checked here: what
     is not of the expected type is left to the validation that follows."""
     fields = spec.get("fields")
@@ -55,7 +64,7 @@ def check_template(spec: dict) -> None:
     for name, field in fields.items():
         args = field.get("content_args") if isinstance(field, dict) else None
         if isinstance(args, dict):
-            _check_content_args(args, _where(name, "content_args"))
+            _check_content_args(args, template_location(name, "content_args"))
 
 
 def _check_shape(spec: dict) -> None:
@@ -103,17 +112,17 @@ def _check_delimiters(spec: dict, field_name: Any) -> None:
         raw = spec.get(key)
         literals = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
         if len(literals) > MAX_LITERALS:
-            raise TemplateError(f"{_where(field_name, key)} lists {len(literals)} literals; at most {MAX_LITERALS} are allowed")
+            raise TemplateError(f"{template_location(field_name, key)} lists {len(literals)} literals; at most {MAX_LITERALS} are allowed")
         for index, literal in enumerate(literals):
             if isinstance(literal, str) and len(literal) > MAX_DELIMITER_LENGTH:
                 at = "" if isinstance(raw, str) else f"[{index}]"
                 raise TemplateError(
-                    f"{_where(field_name, key)}{at} is {len(literal)} characters long; a literal delimiter may have at "
+                    f"{template_location(field_name, key)}{at} is {len(literal)} characters long; a literal delimiter may have at "
                     f"most {MAX_DELIMITER_LENGTH}: {_short(literal)}"
                 )
     keys = _PATTERN_KEYS[2:] if field_name is None else _PATTERN_KEYS[:2]
     for key in keys:
-        _check_pattern(spec.get(key), _where(field_name, key))
+        _check_pattern(spec.get(key), template_location(field_name, key))
 
 
 def _check_pattern(pattern: Any, where: str) -> None:
@@ -146,10 +155,6 @@ def _check_content_args(args: dict, where: str) -> None:
     for parser, inner in parsers:
         if isinstance(parser, dict) and isinstance(parser.get("args"), dict):
             _check_content_args(parser["args"], f"{inner}.args")
-
-
-class JSONTooDeepError(ValueError):
-    """JSON text nests arrays and objects more than `MAX_JSON_DEPTH` levels deep."""
 
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)

@@ -26,9 +26,9 @@ MALFORMED_POLICIES = ("raise", "content", "drop")
 ERROR_CHARS = 500
 
 PREFIX_REQUIRED = (
-    "prefix= is required: pass the prompt the model continued from (chat templates often write the start of the "
-    "assistant message, such as an opening <think>, and the parser must see it). If the output already holds the "
-    'whole message, pass prefix="" to opt out.'
+    "prefix= is required: pass the prompt the model continued from, as text or token ids (chat templates often "
+    "write the start of the assistant message, such as an opening <think>, and the parser must see it). If the "
+    'output already holds the whole message, pass prefix="" (or []) to opt out.'
 )
 
 

@@ -35,16 +35,15 @@ streaming search (`delimiters.find_delimiter`) takes over, as it does for every 
 
 from __future__ import annotations
 
+import re
+import warnings
 from time import perf_counter
 from typing import Any
 
-import re
-import warnings
-
 import regex
 
-from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
 from .backtracking import CHAIN_RUN, LONG_RUN, ambiguous_repeats, nested_repeats, shared_class
+from .errors import RegexTimeoutError, excerpt, regex_time_left, timeout_message
 from .pattern_scan import min_width
 from .regex_syntax import (
     NAMED_GROUP,

@@ -12,15 +12,16 @@ import functools
 import json
 import re
 import warnings
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any, Callable
 
 import regex
 
 from .content import PARSERS, TEXT_LIKE, compile_transform, mixed_placeholder
 from .errors import RegexTimeoutError, TemplateError, excerpt, regex_time_left, timeout_message
-from .limits import check_template
 from .fast_path import build_fast_path
+from .limits import MAX_REPEAT_PRODUCT, MAX_VALUE_PARSER_NESTING, check_limits, template_location
 from .pattern_scan import analyze
 from .regex_syntax import REGEX_ONLY_SYNTAX, single_charset, sre_constants, sre_parse
 
@@ -443,12 +444,7 @@ def _agree(first: str, second: str) -> bool:
     return first[:size] == second[:size]
 
 
-def _where(field_name: str | None, key: str) -> str:
-    return f"response_template.{key}" if field_name is None else f"response_template.fields[{field_name!r}].{key}"
-
-
 _COUNTED = regex.compile(r"(?<!\\)\{(\d*),?(\d*)\}")
-_MOST_REPEATS = 100_000
 
 
 def _compile_regex(pattern: Any, where: str) -> Any:
@@ -458,8 +454,8 @@ def _compile_regex(pattern: Any, where: str) -> Any:
     product = 1
     for low, high in _COUNTED.findall(pattern):
         product *= max(int(low or 0), int(high or 0), 1)
-        if product > _MOST_REPEATS:
-            raise TemplateError(f"{where}: counted repetitions ({{m,n}}) multiply past {_MOST_REPEATS}; simplify the regex")
+        if product > MAX_REPEAT_PRODUCT:
+            raise TemplateError(f"{where}: counted repetitions ({{m,n}}) multiply past {MAX_REPEAT_PRODUCT}; simplify the regex")
     try:
         return regex.compile(pattern, regex.DOTALL)
     except (regex.error, OverflowError, RecursionError) as error:
@@ -469,14 +465,14 @@ def _compile_regex(pattern: Any, where: str) -> Any:
 def _delimiter(spec: dict, field_name: str | None, literal_key: str, pattern_key: str) -> Delimiter | None:
     if literal_key in spec and pattern_key in spec:
         raise TemplateError(
-            f"{_where(field_name, literal_key)} and {pattern_key!r} are both given; use one or the other"
+            f"{template_location(field_name, literal_key)} and {pattern_key!r} are both given; use one or the other"
         )
     if pattern_key in spec:
-        compiled = _compile_regex(spec[pattern_key], _where(field_name, pattern_key))
+        compiled = _compile_regex(spec[pattern_key], template_location(field_name, pattern_key))
         return Delimiter(compiled, None, False, _probes(compiled.pattern), analyze(compiled.pattern))
     if literal_key not in spec:
         return None
-    where = _where(field_name, literal_key)
+    where = template_location(field_name, literal_key)
     raw = spec[literal_key]
     if isinstance(raw, str):
         literals = [raw]
@@ -560,8 +556,8 @@ def _check_value_parser(spec: Any, where: str, depth: int = 0) -> None:
     name = spec.get("name", "text")
     if not isinstance(name, str) or name not in PARSERS:
         raise TemplateError(f"{where}.name: unknown content parser {name!r}; known: {sorted(PARSERS)}")
-    if depth > 20:
-        raise TemplateError(f"{where}: value parsers nested too deeply")
+    if depth > MAX_VALUE_PARSER_NESTING:
+        raise TemplateError(f"{where}: value parsers nested more than {MAX_VALUE_PARSER_NESTING} levels deep")
     _check_content_args(name, spec.get("args", {}), f"{where}.args", depth + 1)
 
 
@@ -612,29 +608,29 @@ def _field(name: str, spec: Any) -> Field:
         raise TemplateError(f"response_template.fields[{name!r}] has unknown keys {unknown}; allowed: {sorted(FIELD_KEYS)}")
     content = spec.get("content", "text")
     if not isinstance(content, str) or content not in PARSERS:
-        raise TemplateError(f"{_where(name, 'content')}: unknown content parser {content!r}; known: {sorted(PARSERS)}")
+        raise TemplateError(f"{template_location(name, 'content')}: unknown content parser {content!r}; known: {sorted(PARSERS)}")
     content_args = spec.get("content_args", {})
-    _check_content_args(content, content_args, _where(name, "content_args"))
+    _check_content_args(content, content_args, template_location(name, "content_args"))
     opener = _delimiter(spec, name, "open", "open_pattern")
     closer = _delimiter(spec, name, "close", "close_pattern")
     for key in ("repeats", "optional", "transform_each"):
         if key in spec:
-            _check_type(spec[key], bool, _where(name, key))
+            _check_type(spec[key], bool, template_location(name, key))
     repeats = spec.get("repeats", False)
     join = spec.get("join")
     if join is not None:
-        _check_type(join, str, _where(name, "join"))
+        _check_type(join, str, template_location(name, "join"))
         if not repeats:
-            raise TemplateError(f"{_where(name, 'join')}: 'join' requires 'repeats': true (it joins the repeated matches)")
+            raise TemplateError(f"{template_location(name, 'join')}: 'join' requires 'repeats': true (it joins the repeated matches)")
     transform = spec.get("transform")
     transform_each = spec.get("transform_each", False)
     if transform_each and transform is None:
-        raise TemplateError(f"{_where(name, 'transform_each')} is true but the field has no 'transform'")
+        raise TemplateError(f"{template_location(name, 'transform_each')} is true but the field has no 'transform'")
     if transform is not None:
         mixed = mixed_placeholder(transform)
         if mixed is not None:
             raise TemplateError(
-                f"{_where(name, 'transform')}: the string {excerpt(mixed)} mixes a {{placeholder}} with other text; "
+                f"{template_location(name, 'transform')}: the string {excerpt(mixed)} mixes a {{placeholder}} with other text; "
                 'a string is either a whole placeholder such as "{content}" or a plain literal (string interpolation is not '
                 "supported)"
             )
@@ -642,7 +638,7 @@ def _field(name: str, spec: Any) -> Field:
         for key, delimiter in (("open_pattern", opener), ("close_pattern", closer)):
             if delimiter is not None and delimiter.literals is None and delimiter.regex.groupindex:
                 raise TemplateError(
-                    f"{_where(name, key)} has named groups {sorted(delimiter.regex.groupindex)} but the field has no "
+                    f"{template_location(name, key)} has named groups {sorted(delimiter.regex.groupindex)} but the field has no "
                     "'transform'; captures only reach the message through a transform, so add one that uses them "
                     "or drop the names"
                 )
@@ -774,7 +770,7 @@ def load_template(spec: dict | str | CompiledTemplate) -> CompiledTemplate:
         return cached[1]
     if not isinstance(spec, dict):
         raise TemplateError(f"response_template must be a dict, got {type(spec).__name__}")
-    check_template(spec)  # size limits first: everything below is linear in the size of a template within them
+    check_limits(spec)  # size limits first: everything below is linear in the size of a template within them
     try:
         json.dumps(spec)
     except (TypeError, ValueError) as error:

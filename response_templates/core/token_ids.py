@@ -15,13 +15,12 @@ from typing import Any
 
 import regex
 
+from .limits import MAX_HELD_IDS
+
 # A lone surrogate: decoded token ids are valid UTF-8, so they can never contain one, and a model that writes any
 # character, U+FDD2 and other noncharacters included, gets it back.
 MARKER = "\udfff"
 REPLACEMENT = "\ufffd"
-# Ids held back at most behind a text that ends with U+FFFD: a UTF-8 character has at most four bytes and an id
-# decodes to at least one, so whatever lies before the last few ids is settled.
-_MOST_HELD = 8
 
 
 def _strip(text: str) -> str:
@@ -76,7 +75,7 @@ class IncrementalDecoder:
     neighbouring tokens (byte-level BPE, Metaspace) give the same text as decoding everything at once.
 
     Text that ends with U+FFFD may be a character still incomplete: the ids are held, but never more than
-    `_MOST_HELD` of them, so a long run of ids that decode to U+FFFD still streams, in linear time."""
+    `MAX_HELD_IDS` of them, so a long run of ids that decode to U+FFFD still streams, in linear time."""
 
     def __init__(self, backend: Any):
         self._backend = backend
@@ -94,8 +93,8 @@ class IncrementalDecoder:
         if len(text.encode("utf-8", "surrogatepass")) <= len(self._prefix.encode("utf-8", "surrogatepass")) or (
             text.endswith(REPLACEMENT)
         ):
-            if len(self._ids) - self._prefix_index > _MOST_HELD:
-                return self._settle(len(self._ids) - _MOST_HELD, text)
+            if len(self._ids) - self._prefix_index > MAX_HELD_IDS:
+                return self._settle(len(self._ids) - MAX_HELD_IDS, text)
             return None
         if not text.startswith(self._prefix):
             raise ValueError("token ids: the decoded text no longer starts with the text decoded before")

@@ -12,9 +12,11 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..core.message import MALFORMED_POLICIES as POLICIES
+
 NAME = "response_templates"
 MALFORMED_ENV = "RESPONSE_TEMPLATES_MALFORMED"
-POLICIES = ("raise", "content", "drop")
+# The message keys engines read reasoning from: our name and the one vLLM and SGLang use.
 REASONING_FIELDS = ("reasoning_content", "thinking")
 
 

@@ -223,7 +223,7 @@ def _reporting(original: Any, parameter: str) -> Any:
                     yield item
     else:
         @functools.wraps(original)
-        def wrapper(*args, **kwargs):  # type: ignore[misc]
+        def wrapper(*args, **kwargs):
             with truncated_generation(truncated_of(args, kwargs)):
                 return original(*args, **kwargs)
 

@@ -26,14 +26,11 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["patch", "unpatch", "attach", "is_patched"]
 
+# The file from_pretrained reads a tokenizer's settings from, and save_pretrained writes them to.
+TOKENIZER_CONFIG = "tokenizer_config.json"
 _MISSING = object()
 # (class, attribute name) -> what the class itself defined before we patched it (_MISSING if nothing)
 _ORIGINALS: dict[tuple[type, str], Any] = {}
-_PREFIX_REQUIRED = (
-    "`prefix=` is required: pass the prompt that came before generation (text or token ids), because chat "
-    "templates often pre-write part of the assistant message (e.g. an opening `<think>`) that the parser must see. "
-    'Pass prefix="" (or []) to opt out when the output holds the whole message.'
-)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -149,12 +146,12 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None, trun
     as transformers), "content" (kept as text in `content`) or "drop".
     """
     from ..core import parse_response as core_parse
-    from ..core.message import check_malformed
+    from ..core.message import PREFIX_REQUIRED, check_malformed
     from ..core.template import load_template
 
     template = load_template(_resolve_template(self, schema))
     if prefix is None:
-        raise ValueError(_PREFIX_REQUIRED)
+        raise ValueError(PREFIX_REQUIRED)
     check_malformed(malformed)
 
     responses, batched, are_ids = _sequences(response, "response")
@@ -366,7 +363,7 @@ def _restore_key_order(saved: Any, template: dict) -> None:
     template's `defaults` (the first keys of every parsed message) and transforms (the keys of every tool call).
     Write the template back in its own order; the other keys keep the order transformers gave them."""
     for name in saved if isinstance(saved, (list, tuple)) else ():
-        if not isinstance(name, (str, os.PathLike)) or not os.fspath(name).endswith("tokenizer_config.json"):
+        if not isinstance(name, (str, os.PathLike)) or not os.fspath(name).endswith(TOKENIZER_CONFIG):
             continue
         try:
             with open(name, encoding="utf-8") as handle:

@@ -48,7 +48,7 @@ import functools
 from typing import Any, Sequence
 
 from ._serving import MALFORMED_ENV, NAME, ReplyStream, parse_whole, resolve_template
-from ._serving import REASONING_FIELDS as _REASONING_FIELDS
+from ._serving import REASONING_FIELDS
 from ._serving import decode as _decode
 from ._serving import forced_tool_choice as _forced_tool_choice
 from ._serving import malformed_policy as _malformed_policy
@@ -260,7 +260,7 @@ def _classes() -> dict[str, type]:
 
         def extract_reasoning(self, model_output, request):
             message = parse_response(model_output, self.response_template, prefix="")
-            reasoning = next((message[k] for k in _REASONING_FIELDS if message.get(k) is not None), None)
+            reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
             return reasoning, message.get("content")
 
         def extract_reasoning_streaming(self, *args, **kwargs):

@@ -121,11 +121,14 @@ def _by_id(model_id: str, entries: dict[str, dict]) -> str | None:
 def name_for(model_id_or_tokenizer: Any) -> str | None:
     """The name of the library template serving a Hub model id or a loaded tokenizer, or None when unsure.
 
-    Order: an exact Hub id listed in `models`; else the `model_patterns` (None if patterns of two
-    templates match, never a guess); else the sha256 of the tokenizer's chat template. Hub ids are
-    compared without regard to letter case, as the Hub does. A mirror (`unsloth/Qwen3-8B`) is served
-    only when it is listed itself or, for a loaded tokenizer, when its chat template's fingerprint is
-    one the library verified: its files are then known to be the same. `guess_for` offers more, marked.
+    Order: for a loaded tokenizer, the sha256 of its chat template when it names exactly one entry (the
+    chat template in use decides the format the model is prompted to write: a Llama 4 tokenizer given
+    vLLM's pythonic chat template gets the pythonic entry, not the JSON one its name gives); then an
+    exact Hub id listed in `models`; else the `model_patterns` (None if patterns of two templates
+    match, never a guess); else None. Hub ids are compared without regard to letter case, as the Hub
+    does. A mirror (`unsloth/Qwen3-8B`) is served only when it is listed itself or, for a loaded
+    tokenizer, when its chat template's fingerprint is one the library verified: its files are then
+    known to be the same. `guess_for` offers more, marked.
     """
     if isinstance(model_id_or_tokenizer, str):
         model_id, chat_template = model_id_or_tokenizer, None
@@ -133,13 +136,16 @@ def name_for(model_id_or_tokenizer: Any) -> str | None:
         model_id = getattr(model_id_or_tokenizer, "name_or_path", None)
         chat_template = getattr(model_id_or_tokenizer, "chat_template", None)
     entries = _entries()
-    if isinstance(model_id, str) and model_id:
-        name = _by_id(model_id, entries)
-        if name is not None:
-            return name
     digests = fingerprints(chat_template)
-    if digests:
-        return _one({name for name, entry in entries.items() for ct in entry["chat_templates"] if ct["sha256"] in digests})
+    by_fingerprint = (
+        _one({name for name, entry in entries.items() for ct in entry["chat_templates"] if ct["sha256"] in digests})
+        if digests
+        else None
+    )
+    if by_fingerprint is not None:
+        return by_fingerprint
+    if isinstance(model_id, str) and model_id:
+        return _by_id(model_id, entries)
     return None
 
 

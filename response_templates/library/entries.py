@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..core.errors import TemplateError
+from ..core.errors import LibraryError, TemplateError, UnknownTemplateError
 from ..core.template import load_template
 
 __all__ = [
@@ -25,7 +25,7 @@ __all__ = [
 
 VERIFY_OPTION_KEYS = frozenset(
     {"scenarios", "render_kwargs", "tools_always", "reasoning_in_content", "bos_token", "eos_token", "arguments", "cases", "skip_cases", "reasoning_synthesis",
-     "source_edits", "reasoning_key"}
+     "source_edits", "reasoning_key", "tools_shape"}
 )
 _SCENARIO_KEYS = frozenset({"name", "render_kwargs", "reasoning"})
 
@@ -69,6 +69,8 @@ def check_options(options: dict) -> None:
         raise ValueError("verify options: 'reasoning_key' must be a message key name such as 'thinking'")
     if options.get("arguments", "dict") not in ("dict", "json_string"):
         raise ValueError("verify options: 'arguments' must be 'dict' or 'json_string'")
+    if options.get("tools_shape", "wrapped") not in ("wrapped", "function"):
+        raise ValueError("verify options: 'tools_shape' must be 'wrapped' or 'function'")
     edits = options.get("source_edits", [])
     if not isinstance(edits, list):
         raise ValueError("verify options: 'source_edits' must be a list")
@@ -89,17 +91,6 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _REQUIRED = {"name", "family", "description", "models", "chat_templates", "supports", "template"}
 _OPTIONAL = {"model_patterns", "same_format", "notes", "verify"}
 _SUPPORTS = ("reasoning", "tool_calls", "parallel_tool_calls")
-
-
-class LibraryError(ValueError):
-    """A library file is malformed; the message names the file and the key."""
-
-
-class UnknownTemplateError(KeyError):
-    """No library template has that name."""
-
-    def __str__(self) -> str:  # KeyError would show the repr of the message
-        return str(self.args[0]) if self.args else ""
 
 
 def entry_error(source: str, key: str, problem: str) -> LibraryError:
