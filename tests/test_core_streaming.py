@@ -1044,3 +1044,44 @@ def test_tools_match_transformers():
         assert parse_response(output, template, prefix="", tools=[WEATHER_TOOL]) == reference.parse_response(
             output, template, prefix="", tools=[WEATHER_TOOL]
         )
+
+
+# --- a trigger whose complete match follows an earlier partial one --------------------------------------------
+# `regex`'s partial search prefers a complete match anywhere to an earlier partial one (`[^<>]|<T>` on `<T` finds
+# `T`), so the scanner must not take its answer as the leftmost candidate: the open `<T>` split as `<T` + `>` was lost.
+
+BOUNDED_LEADS = ["[^<>]{0,3}<T>", "[^<>]{0,200}<T>", "x?<T>", "(?:ab|b)<T>", "[a-z]{1,4}:<T>"]
+
+
+@pytest.mark.parametrize("pattern", BOUNDED_LEADS)
+def test_a_bounded_lead_before_a_literal_streams_as_one_shot(pattern):
+    template = {"start_anchor": "<A>", "fields": {"content": {"open_pattern": pattern, "close": "<E>"}}}
+    for text in ["<T>hi<E>", "ab:<T>hi<E>", "zz <T>hi <E> tail", "b<T><T>x<E>"]:
+        whole = parse_response(text, template, prefix="<A>")
+        for cut in range(1, len(text)):
+            parser = ResponseParser(template, prefix="<A>")
+            parser.feed(text[:cut])
+            parser.feed(text[cut:])
+            assert parser.finalize()[0] == whole, (pattern, text, cut)
+        parser = ResponseParser(template, prefix="<A>")
+        for char in text:
+            parser.feed(char)
+        assert parser.finalize()[0] == whole, (pattern, text)
+
+
+def test_leftmost_start_finds_a_partial_trigger_before_a_complete_one():
+    import random
+
+    import regex
+
+    from response_templates.core.scanner import leftmost_start
+
+    rng = random.Random(7)
+    for source in ["[^<>]|<T>", "ab|c", "<tool>|o", "x{2,3}|y"]:
+        trigger = regex.compile(source)
+        for _ in range(400):
+            text = "".join(rng.choice("<>Tabcoxy") for _ in range(rng.randint(0, 8)))
+            low = rng.randint(0, len(text))
+            expected = next((at for at in range(low, len(text)) if (m := trigger.match(text, at, partial=True))
+                             is not None and m.end() > at), None)
+            assert leftmost_start(trigger, text, low, len(text)) == expected, (source, text, low)

@@ -487,7 +487,7 @@ def test_every_cut_of_a_corpus_output(name, case):
             chunks = list(adapter.stream([text[: cut // 2], text[cut // 2 :]], truncated=True))
             sent_calls = [c["function"] for c in accumulate_chunks(chunks).get("tool_calls") or []]
             assert sent_calls == full_openai[: len(sent_calls)], cut
-            assert chunks[-1]["choices"][0]["finish_reason"] == ("tool_calls" if sent_calls else "length")
+            assert chunks[-1]["choices"][0]["finish_reason"] == "length"  # cut off, whatever calls were sent
             assert sent_calls == [c["function"] for c in to_openai_message(message, id_factory=str).get("tool_calls", [])]
 
 

@@ -153,5 +153,5 @@ def test_openai_adapter_stream_equals_its_one_shot_message(template_name, case):
                 _known_span_difference(template_name, policy, chunks)
             assert accumulate_chunks(sent) == to_openai_message(expected, id_factory=str)
             assert adapter.message == expected and not adapter.mismatch
-            reason = "tool_calls" if expected.get("tool_calls") else "length" if truncated else "stop"
+            reason = "length" if truncated else "tool_calls" if expected.get("tool_calls") else "stop"
             assert sent[-1]["choices"][0]["finish_reason"] == reason

@@ -5,8 +5,8 @@
     response-templates check --engine sglang
 
 For each template and engine the check loads the template the way the engine does and parses every case of the
-template's corpus (``tests/data/corpora/<name>.json`` in a checkout) through the engine's own code, then compares
-the result with this package's ``parse_response`` on the same input:
+template's corpus (``<name>.json`` of the corpora installed with the package, see library/corpora.py) through the
+engine's own code, then compares the result with this package's ``parse_response`` on the same input:
 
 - ``transformers``: ``transformers.utils.chat_parsing.parse_response`` (transformers 5.20 and later), compared
   message for message.
@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..integrations._serving import REASONING_FIELDS
+from ..library import corpora
 
 __all__ = [
     "ENGINES",
@@ -130,22 +131,23 @@ def thinking_form(template: dict) -> dict:
 
 
 def corpora_dir(explicit: str | os.PathLike | None = None) -> Path:
-    """The folder of template corpora: ``explicit``, else $RESPONSE_TEMPLATES_CORPORA, else ``tests/data/corpora``
-    under the current directory or next to this package (a checkout). Raises FileNotFoundError naming the places."""
+    """The folder of template corpora: ``explicit``, else $RESPONSE_TEMPLATES_CORPORA, else the corpora installed with
+    the package (a wheel ships them; a checkout has them in tests/data/corpora). Raises FileNotFoundError naming the
+    places looked in."""
     candidates = []
     if explicit:
         candidates.append(Path(explicit))
     elif os.environ.get("RESPONSE_TEMPLATES_CORPORA"):
         candidates.append(Path(os.environ["RESPONSE_TEMPLATES_CORPORA"]))
     else:
-        candidates.append(Path.cwd() / "tests" / "data" / "corpora")
-        candidates.append(Path(__file__).resolve().parent.parent / "tests" / "data" / "corpora")
+        candidates += [corpora.PACKAGED, corpora.CHECKOUT]
     for candidate in candidates:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(
-        "no template corpora found (looked in " + ", ".join(str(c) for c in candidates) + "); run from a checkout "
-        "of response-templates, or give --corpora DIR (or set RESPONSE_TEMPLATES_CORPORA)"
+        "no template corpora found (looked in " + ", ".join(str(c) for c in candidates) + "); an installed wheel "
+        "ships them in response_templates/library/corpora: reinstall it, or give --corpora DIR (or set "
+        "RESPONSE_TEMPLATES_CORPORA) to a folder of <template>.json corpora such as tests/data/corpora of a checkout"
     )
 
 
@@ -311,18 +313,19 @@ def _serve_engine(template: dict, tokenizer_template: dict | None) -> Callable[[
     class _Config:  # parse_assistant_message reads model_type only when the tokenizer has no template
         model_type = "response-templates-check"
 
-    if get_response_template(tokenizer, _Config()) is None:
+    # (the ignores: `_Config` stands in for a PreTrainedConfig, of which only model_type is read)
+    if get_response_template(tokenizer, _Config()) is None:  # type: ignore[arg-type]
         raise ValueError("transformers serve does not see the tokenizer's response_template")
 
     def run(case: dict) -> dict:
         content, reasoning, calls = parse_assistant_message(
             tokenizer,
-            _Config(),
+            _Config(),  # type: ignore[arg-type]
             _encode(tokenizer, case["output"]),
             [_encode(tokenizer, case["prefix"])],  # serve passes the prompt as a [1, N] batch
             tools=case.get("tools"),
         )
-        message = {"content": content, "reasoning_content": reasoning}
+        message: dict[str, Any] = {"content": content, "reasoning_content": reasoning}
         message["tool_calls"] = [{"function": {"name": c.name, "arguments": c.arguments}} for c in calls or ()]
         return _served(message)
 
@@ -438,6 +441,7 @@ def check_template(
             report.error = " ".join(f"{type(error).__name__}: {error}".split())
             return report
         report.loads = True
+        ours: dict | Exception  # the message, or what parsing raised
         for index, case in enumerate(cases):
             case_name = case.get("name") or f"case {index}"
             try:
@@ -494,7 +498,7 @@ def matrix_markdown(reports: Sequence[EngineReport], *, why: bool = True) -> str
         row = [cells[(name, e)].cell() if (name, e) in cells else "" for e in engines]
         lines.append(f"| {name} | " + " | ".join(row) + " |")
     if why:
-        reasons = {}
+        reasons: dict[tuple[str, str], list[str]] = {}  # (engine, why) -> templates
         for r in reports:
             if r.why() and r.status != UNAVAILABLE:
                 reasons.setdefault((r.engine, r.why()), []).append(r.template)

@@ -174,7 +174,7 @@ def insert_key(text: str, key: str, value: Any) -> str:
     multiline = bool(first and first.group(1))
 
     if multiline:
-        indent = first.group(2)
+        indent = first.group(2)  # type: ignore[union-attr]  # multiline implies `first` matched
         rendered = json.dumps(value, indent=indent, separators=(",", key_sep), ensure_ascii=ensure_ascii)
         rendered = rendered.replace("\n", newline + indent)
         member = f"{indent}{json.dumps(key)}{key_sep}{rendered}"

@@ -100,7 +100,7 @@ def render_chat_template(
     )
 
 
-SAMPLE_TOOLS = [
+SAMPLE_TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {

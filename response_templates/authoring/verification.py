@@ -78,7 +78,7 @@ def _history(reasoning: bool) -> list[dict]:
 def _cases(reasoning: bool, tool_calls: bool, parallel: bool) -> list[tuple[str, list[dict], dict, bool]]:
     """(name, history, assistant message, uses tools) for every applicable case."""
     user = {"role": "user", "content": "Tell me about Paris."}
-    out = [("plain", [user], {"role": "assistant", "content": _ANSWER}, False)]
+    out: list[tuple[str, list[dict], dict, bool]] = [("plain", [user], {"role": "assistant", "content": _ANSWER}, False)]
     if reasoning:
         out.append(("reasoning_only", [user], {"role": "assistant", "content": ""}, False))
     if tool_calls:
@@ -196,14 +196,14 @@ def _expected_calls(message: dict) -> list[tuple[str, Any]]:
     return [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
 
 
-def _parsed_calls(message: dict, diff: list[str]) -> list[tuple[str, Any]] | None:
+def _parsed_calls(message: dict, diff: list[str]) -> list[tuple[Any, Any]] | None:
     calls = message.get("tool_calls")
     if calls is None:
         return []
     if not isinstance(calls, list):
         diff.append(f"tool_calls: expected a list, got {type(calls).__name__}: {calls!r}")
         return None
-    out = []
+    out: list[tuple[Any, Any]] = []  # (name, arguments) as parsed: not checked to be a string and a dict
     for i, call in enumerate(calls):
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict) or call.get("type") != "function":
@@ -214,6 +214,8 @@ def _parsed_calls(message: dict, diff: list[str]) -> list[tuple[str, Any]] | Non
 
 
 def _compare(expected: dict, parsed: dict) -> list[str]:
+    want: str | tuple[str, Any] | None  # texts, then (name, arguments) of calls
+    got: str | tuple[Any, Any] | None
     diff = []
     for key in ("content", "reasoning_content"):
         want, got = _text_value(expected.get(key)), _text_value(parsed.get(key))

@@ -38,6 +38,10 @@ def add_parser(sub) -> None:
                    help="engine to run (default: all installed ones)")
     p.add_argument("--form", default="published", choices=["published", "thinking"],
                    help="check the template as published, or with reasoning_content renamed thinking")
-    p.add_argument("--corpora", help="folder of template corpora (default: tests/data/corpora of a checkout)")
+    p.add_argument(
+        "--corpora",
+        help="folder of template corpora, <template>.json (default: the corpora installed with the package; "
+        "$RESPONSE_TEMPLATES_CORPORA)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object per template and engine")
     p.add_argument("--strict", action="store_true", help="exit 1 when an engine rejects a template or differs")

@@ -8,7 +8,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from ..authoring.files import decode_text, read_json, read_text
 from ..integrations.transformers_patch import TOKENIZER_CONFIG
@@ -52,6 +52,8 @@ def library_entry(name: str) -> dict:
 
 def list_entries() -> list[dict]:
     library = library_module()
+    if hasattr(library, "list_entries"):
+        return library.list_entries()  # metadata only: listing compiles no template
     found = library.list_templates()
     entries = []
     for item in found:
@@ -202,7 +204,7 @@ def template_name(args: argparse.Namespace) -> str:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, no usage dump
         raise CLIError(f"{message} (see `{self.prog} --help`)")
 
 

@@ -53,9 +53,14 @@ def run(args: argparse.Namespace) -> int:
         if not is_entry or not entry.get("chat_templates"):
             raise CLIError("give the chat template to check against with --chat-template FILE")
         if not folder:
+            files = [item.get("file", "?") for item in entry["chat_templates"]]
             raise CLIError(
-                "give --chat-template FILE, or --chat-templates-dir DIR (or set RESPONSE_TEMPLATES_CHAT_TEMPLATES) "
-                "to check the chat templates the entry lists"
+                f"{entry.get('name', 'this entry')} is verified against the chat templates {', '.join(files)}, which "
+                "are not shipped with the package: save them under those names (OWNER--NAME.jinja, or with __DATE for an "
+                "earlier revision, is the chat template of Hub model OWNER/NAME: its chat_template.jinja or the "
+                "chat_template of its tokenizer_config.json; they are checked by sha256) in a folder given with "
+                "--chat-templates-dir DIR (or RESPONSE_TEMPLATES_CHAT_TEMPLATES), or check one file with "
+                "--chat-template FILE"
             )
         try:
             reports = verify_entry(entry, folder)
@@ -83,7 +88,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("verify", help="check a template against real chat templates")
+    p = sub.add_parser(
+        "verify",
+        help="check a template against real chat templates",
+        description="Check a response template against the chat templates it must invert: each conversation the "
+        "chat template renders must parse back to its message. The chat templates are the models' own (Jinja, "
+        "from their Hub repositories) and are not shipped with this package: pass them with --chat-template FILE, "
+        "give --template a saved tokenizer (checked against its own chat template), or, for a library template, "
+        "save the chat templates its entry lists (`response-templates show NAME`, key chat_templates: file "
+        "OWNER--NAME.jinja is the chat template of Hub model OWNER/NAME, checked by sha256) in a folder given with "
+        "--chat-templates-dir or RESPONSE_TEMPLATES_CHAT_TEMPLATES.",
+    )
     p.add_argument(
         "--template",
         required=True,

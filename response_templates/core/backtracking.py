@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from typing import cast
 
 import regex
 
@@ -43,6 +44,7 @@ _BACKREF = regex.compile(r"\\[1-9gk]|\(\?P=|\(\?\(")
 def _atoms(source: str) -> list[str] | None:
     """A sequence (no top-level `|`) split into its top-level atoms, each with its quantifier, or None."""
     atoms, index = [], 0
+    stop: int | None
     while index < len(source):
         char = source[index]
         if char == "\\":
@@ -175,7 +177,7 @@ def risk(pattern: str) -> tuple | None:
     return False, quiet
 
 
-def long_run_search(shared_runs: str | None, run_limit: int) -> object:
+def long_run_search(shared_runs: str | None, run_limit: int) -> regex.Pattern | None:
     """A search for a run of `run_limit` characters of the class inside `shared_runs` (see `quiet`), or None."""
     return regex.compile(f"[{shared_runs}]{{{run_limit}}}") if shared_runs else None
 
@@ -227,7 +229,8 @@ def shared_class(pairs: list) -> str | None:
         small = [chars for chars in (first, second) if not chars.negated and charset_members(chars) is not None]
         if not small:
             return None
-        parts.update(min(small, key=lambda chars: len(charset_members(chars))).parts)
+        # `small` holds only sets whose members were listed (not None)
+        parts.update(min(small, key=lambda chars: len(cast(str, charset_members(chars)))).parts)
     return "".join(sorted(parts)) or None
 
 

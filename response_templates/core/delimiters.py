@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import regex
+
 from .errors import (
     RegexTimeoutError,
     excerpt,
     regex_time_left,
     timeout_message,
 )
-from .regex_syntax import work
+from .regex_syntax import REGEX_ONLY_SYNTAX, work
 from .scanner import NOT_SPACE, first_candidate, quiet, scan_pattern, track_guards
 from .template import Watch, WatchItem, literal_runs
 
@@ -313,6 +315,18 @@ def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tu
     scan = item.delimiter.scan
     # anchored tries of a pattern without nested or adjacent repeats skip regex's per-call timeout (see _quick)
     run = _quick(item) if scan is not None and scan.safe else _timer(item)
+    if probes is None:
+        twin = _preferred_twin(pattern)
+        if twin is not None:
+            if run(twin.match, window, span[0], partial=True) is None:
+                # no way regex prefers to this match reaches the end, so more text cannot change it, unless the match
+                # itself leans on the end (a lookahead, `\Z`): the one probe for that
+                probes = ("\x00",)
+            elif not _LOOKBEHIND.search(pattern.pattern):
+                # a preferred way reaches the end: more text may change the match, whether or not a probe shows it
+                # (`<a(?:x{5}y)?` on `<axxx`). With a lookbehind, `regex` may report a failing one as reaching the
+                # end: the probes decide.
+                return match, start
     for probe in item.delimiter.probes if probes is None else probes:
         extended = run(pattern.match, window + probe, span[0])
         if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
@@ -325,6 +339,33 @@ def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tu
             if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
                 return match, start
     return match, end
+
+
+# Syntax whose test at the end of the text `regex`'s partial mode may take as final (a negative lookahead, `$`, `\b`,
+# `\B`...), backtracking verbs, and global inline flags (which must lead the pattern): no `_preferred_twin` for those.
+_NO_TWIN = regex.compile(r"\$|\\[bBGK]|\(\?!|\(\*|\(\?[a-zA-Z-]+\)")
+_TWINS: dict = {}
+_LOOKBEHIND = regex.compile(r"\(\?<[=!]")
+
+
+def _preferred_twin(pattern: Any) -> Any:
+    """`(?:pattern)(*PRUNE)(*FAIL)`, or None. Tried in partial mode at the start of a match, it fails on reaching the
+    end of the pattern by the preferred (first complete) way, with every way `regex` would try after it pruned: so it
+    is partial exactly when a way tried before the match reaches the end of the text, the only way more text can
+    change the match (a positive lookahead that reaches the end counts: `regex` reports it partial). One call instead
+    of `_settle_probe`'s hundreds of probes, which a short stream feels (a few milliseconds per match, issue 29)."""
+    source = pattern.pattern
+    if source not in _TWINS:
+        twin = None
+        if not _NO_TWIN.search(source) and not REGEX_ONLY_SYNTAX.search(source):
+            try:
+                twin = regex.compile(f"(?:{source})(*PRUNE)(*FAIL)", pattern.flags)
+            except (regex.error, OverflowError, RecursionError):
+                twin = None
+        if len(_TWINS) >= 1024:
+            _TWINS.clear()
+        _TWINS[source] = twin
+    return _TWINS[source]
 
 
 def _completions(pattern: str, window: str, after: int) -> list[str]:

@@ -86,7 +86,7 @@ class NotJSON(ResponseTemplatesError, ValueError):
 QUOTE_LIMIT = 200
 
 
-def excerpt(text: str, at: int | None = None, limit: int = QUOTE_LIMIT) -> str:
+def excerpt(text: object, at: int | None = None, limit: int = QUOTE_LIMIT) -> str:
     """`repr(text)`, or when it is longer than `limit` characters, the part around `at` (the start without it) with
     an ellipsis where it is cut and where that part lies in the text, so that messages stay short."""
     if not isinstance(text, str):

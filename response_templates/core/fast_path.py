@@ -74,7 +74,8 @@ def build_fast_path(literals: list[str], scans: list) -> FastPath | None:
         any_lead=any_lead,
         leads=leads,
         single=leads[0] if len(leads) == 1 else None,
-        lead_string="".join(char for char in _ASCII if len(leads) == 1 and any_lead.match(char) is not None),
+        # (any_lead is not None when there are leads)
+        lead_string="".join(char for char in _ASCII if len(leads) == 1 and any_lead.match(char) is not None),  # type: ignore[union-attr]
         after=regex.compile("|".join(after)) if after else None,
         begin=any(scan.begin for scan in scans),
         reach=max((most + size for scan in scans for _, size, _, most, _ in scan.near), default=0),
@@ -101,7 +102,8 @@ def _gated(literals: list[str], scans: list) -> FastPath:
     any_lead = regex.compile(r"\s") if blank else None
     leads = (regex.compile(r"(?r)(?!\s).", regex.DOTALL),) if blank else ()
     chars = frozenset(char for char in _ASCII if firsts is not None and firsts.match(char) is not None)
-    literals = [_literal_of(source) for source, _, _ in ordered]
+    # (None for a trigger that is not a literal: `split` below checks before the beginnings are read)
+    literals = [_literal_of(source) for source, _, _ in ordered]  # type: ignore[misc]
     # (a trigger led by a lookbehind is not split: `regex` reports a partial match where its lookbehind reaches the
     # start of the text, which the search for literal beginnings would not find; nor are long literals, whose
     # beginnings would take memory growing with the square of their length)
@@ -112,12 +114,13 @@ def _gated(literals: list[str], scans: list) -> FastPath:
         any_lead=any_lead,
         leads=leads,
         single=leads[0] if leads else None,
-        lead_string="".join(char for char in _ASCII if blank and any_lead.match(char) is not None),
+        # (any_lead is not None when `blank`)
+        lead_string="".join(char for char in _ASCII if blank and any_lead.match(char) is not None),  # type: ignore[union-attr]
         after=None,
         begin=any(scan.gate[1] for scan in scans),
         reach=0,
         chars=chars,
-        lead_chars=frozenset(char for char in _ASCII if blank and any_lead.match(char) is not None),
+        lead_chars=frozenset(char for char in _ASCII if blank and any_lead.match(char) is not None),  # type: ignore[union-attr]
         gated=True,
         back=max((back for _, _, back in ordered), default=0),
         exact=all(_literal_of(first) in chars for _, first, _ in ordered),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from itertools import accumulate
 from typing import Any
 
@@ -72,6 +73,7 @@ def _check_shape(spec: dict) -> None:
     levels deep, or one that contains itself, must not exhaust the Python stack)."""
     count = chars = 0
     stack: list[tuple[Any, int, str]] = [(spec, 1, "response_template")]
+    items: Iterable[tuple[Any, Any]]  # (key, value) of a dict, (index, item) of a list
     while stack:
         value, depth, where = stack.pop()
         count += 1

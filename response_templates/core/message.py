@@ -6,12 +6,15 @@ finished message (`finish_message`). Shared by the streaming parser and the one-
 from __future__ import annotations
 
 import logging
+import reprlib
+import weakref
 from typing import Any
 
 from .content import TYPED_SYNTAX
 from .delimiters import CONTEXT_KEPT, pattern_scan_item, timed_call
 from .errors import (
     RegexTimeoutError,
+    excerpt,
     grow_regex_budget,
 )
 from .template import CompiledTemplate
@@ -63,6 +66,48 @@ def check_malformed(policy: Any) -> str:
     if not isinstance(policy, str) or policy not in MALFORMED_POLICIES:
         raise ValueError(f"malformed= must be one of {', '.join(map(repr, MALFORMED_POLICIES))}; got {policy!r}")
     return policy
+
+
+# Compiled templates whose one-shot parses already warned of a prompt without the start anchor: id -> weak reference.
+_WARNED: dict = {}
+
+
+def prompt_tail(compiled: CompiledTemplate, prefix: str, *, once_per_template: bool) -> str:
+    """What follows the last start anchor in the prompt, with a logged warning when the prompt holds none: the whole
+    prompt is then parsed as if the model had written it (a wrong string passed as `prefix`, or prompt and output
+    passed together), which would otherwise go by without a word. A streaming parser warns once (it reads one
+    prompt); one-shot parses warn once per template, not once per message of a batch."""
+    tail = compiled.truncate_prefix(prefix)
+    if len(tail) == len(prefix):  # (a tail is what follows an anchor: as long as the prompt only when none was found)
+        if once_per_template:
+            seen = _WARNED.get(id(compiled))
+            if seen is not None and seen() is compiled:
+                return tail
+            if len(_WARNED) >= 1024:
+                _WARNED.clear()
+            _WARNED[id(compiled)] = weakref.ref(compiled)
+        anchor = compiled.start_anchor
+        named = (
+            "start_anchor " + " / ".join(excerpt(literal) for literal in anchor.literals)
+            if anchor.literals is not None
+            else f"start_anchor_pattern {excerpt(anchor.regex.pattern)}"
+        )
+        logger.warning(
+            "the prefix (%d characters) does not contain the template's %s, so all of it is parsed as the start of "
+            "the response; pass the prompt the model continued from (ending with the anchor), or prefix=\"\" to parse "
+            "the output alone%s",
+            len(prefix),
+            named,
+            " (said once per template for one-shot parses)" if once_per_template else "",
+        )
+    return tail
+
+
+def check_truncated(truncated: Any) -> bool:
+    """Validate a `truncated=` flag: True or False only (a list or a string such as "no" would read as true)."""
+    if not isinstance(truncated, bool):
+        raise TypeError(f"truncated= must be True or False, got {type(truncated).__name__} {reprlib.repr(truncated)}")
+    return truncated
 
 
 def discard_event(name: str, reason: str, raw: str, **extra: Any) -> dict:

@@ -75,7 +75,8 @@ _SHORT_CANDIDATES = 2
 # answer: only the time differs.
 _COMBINED_MOST = 256
 _TRIALS = 3
-FAR = object()
+# A sentinel, compared with `is` only; typed Any so it may stand where a found delimiter (a tuple) or None is expected.
+FAR: Any = object()
 _WRAPPER = "_rt_alternative_{}"
 
 
@@ -102,7 +103,7 @@ class ShortPlan:
         # when no delimiter is always timed but some are unless the text has no long run of the characters their
         # repeats share (`scan.PatternScan.shared_runs`): a search for such a run; `seen` is (the last text, found)
         self.gate = gate
-        self.seen = (None, True)
+        self.seen: tuple[str | None, bool] = (None, True)
         self.culprit = culprit  # the item a timeout of the combined search names
         self.single = single
         self.bound = bound  # where the search may begin (`_Bound`), or None: at the position

@@ -13,7 +13,16 @@ from .errors import (
     close_budget,
     open_budget,
 )
-from .message import PREFIX_REQUIRED, check_malformed, cut_safe, finish_message, settle, settle_checked
+from .message import (
+    PREFIX_REQUIRED,
+    check_malformed,
+    check_truncated,
+    cut_safe,
+    finish_message,
+    prompt_tail,
+    settle,
+    settle_checked,
+)
 from .oneshot import FAR, build_short_plan, find_near, find_short, note_far
 from .template import CompiledTemplate, load_template
 from .token_ids import TokenIdDecoder
@@ -52,6 +61,7 @@ def parse_response(
     if prefix is None:
         raise ValueError(PREFIX_REQUIRED)
     check_malformed(malformed)
+    check_truncated(truncated)
     if tokenizer is None and not isinstance(text, str):
         raise TypeError(
             f"parse_response takes text, got {type(text).__name__}; to parse token ids, pass tokenizer= (a fast tokenizer)"
@@ -72,7 +82,7 @@ def parse_response(
     opened = open_budget(len(text) + len(prefix))  # (`regex_budget`, a little cheaper per short message)
     try:
         if prefix:
-            text = compiled.truncate_prefix(prefix) + text
+            text = prompt_tail(compiled, prefix, once_per_template=True) + text
         return _parse_whole(compiled, text, tool_params, tokenizer is not None, truncated, malformed)
     finally:
         if opened:

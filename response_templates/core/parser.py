@@ -28,9 +28,11 @@ from .errors import (
 from .message import (
     PREFIX_REQUIRED,
     check_malformed,
+    check_truncated,
     cut_safe,
     discard_event,
     finish_message,
+    prompt_tail,
     settle_checked,
     trigger_hit,
 )
@@ -129,7 +131,7 @@ class ResponseParser:
             )
         if prefix:
             with regex_budget(len(prefix)):
-                self._buffer = compiled.truncate_prefix(prefix)
+                self._buffer = prompt_tail(compiled, prefix, once_per_template=False)
                 if self._buffer:
                     self._run(self.initial_events if _events else None, eos=False)
         self._counted = self._base + len(self._buffer)
@@ -431,7 +433,7 @@ class ResponseParser:
             else:
                 whole = True
                 if known:
-                    at = max(runs.starts[index] - base, pos)
+                    at = max(runs.starts[index] - base, pos)  # type: ignore[union-attr]  # `known`: runs is not None
                 else:
                     found = back.search(buffer, pos, old_end)
                     at = found.end() if found is not None else pos
@@ -510,6 +512,7 @@ class ResponseParser:
         still open is dropped instead of parsed, so no call the model did not finish is returned. It ends with a
         `region_discard` event (`reason: "truncated"`, `raw`: its text), never a `region_close`. A close delimiter
         that only matched because the text ends there (`\\Z`, a lookahead) does not close a structured region."""
+        check_truncated(truncated)
         if self._finalized:
             raise RuntimeError("this ResponseParser is already finalized")
         if self._decoder is not None:
@@ -518,7 +521,7 @@ class ResponseParser:
         self._account()
         events: list[dict] = []
         with regex_budget(len(self._buffer) - self._pos):
-            self._run(events if self._record else None, eos=True, truncated=bool(truncated))
+            self._run(events if self._record else None, eos=True, truncated=truncated)
         self._output = finish_message(self.template, self._output)
         self._finalized = True
         self._plain = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
+from typing import cast
 
 import regex
 
@@ -36,8 +37,8 @@ class PatternScan:
     """Where a regex delimiter may start, compiled for scanning (see the module docstring)."""
 
     leads: tuple  # ((trigger regex or None, lead class regex, reverse run regex), ...): `first` filters with a lead
-    plain: object  # trigger regex of `first` filters without a lead, or None
-    after: object  # regex of the characters an `after` start follows, or None
+    plain: regex.Pattern | None  # trigger regex of `first` filters without a lead, or None
+    after: regex.Pattern | None  # regex of the characters an `after` start follows, or None
     # ((literal regex, its length, least, most, backwards regex of a character not in a lead class or None), ...):
     # starts `least`..`most` after the literal's start (or at the start of the run of the lead class before that)
     near: tuple
@@ -49,12 +50,12 @@ class PatternScan:
     reach: int = 0  # how far after a trigger a candidate may be (`near`)
     # The same pattern as `(?:pattern)|(?!)`: it matches the same, but `regex` no longer checks the text the pattern
     # requires up to the end of the string before each anchored try (which made every try cost the rest of the text).
-    twin: object = None
+    twin: regex.Pattern | None = None
     safe: bool = False  # no way to backtrack badly (`is_risky`): one anchored try cannot blow up (tries skip the per-call timeout)
     # Not safe only because of pairs of repeats that share characters: a class inside of those (see `is_risky`), else None.
-    shared_runs: object = None
+    shared_runs: str | None = None
     run_limit: int = 0  # how long a run of them a text may hold for the tries to run without the timeout (`is_risky`)
-    long_run: object = None  # a search for a run of `run_limit` of those characters (see `quiet`)
+    long_run: regex.Pattern | None = None  # a search for a run of `run_limit` of those characters (see `quiet`)
     # The characters a match can end with, when nothing else decides a match (no lookaround, `$`, `\Z`, `\b`):
     # text without them cannot complete a match that is only partly there. None: unknown.
     completion: object = None
@@ -62,12 +63,12 @@ class PatternScan:
     # `regex` scans them back to the start of the text (greedy, right to left) on every try. `guards` finds those
     # literals; `unguarded` is the pattern with such lookbehinds replaced by a failure, exact while none of the
     # literals occurs in the text; otherwise tries run on a slice of the text that starts at the last occurrence.
-    guards: object = None
-    unguarded: object = None
-    relaxed: object = None  # such lookbehinds removed (always true): matches at least wherever the pattern does
+    guards: regex.Pattern | None = None
+    unguarded: regex.Pattern | None = None
+    relaxed: regex.Pattern | None = None  # such lookbehinds removed (always true): matches at least wherever the pattern does
     guard_bodies: tuple = ()
     guard_block: object = None  # (literal length, repeat regex) when the only such lookbehind is a block (_block_form)
-    free: object = None  # the pattern with every lookbehind removed (matches wherever it does), None without any  # those lookbehinds' own patterns (what they must match, ending where they are tried)
+    free: regex.Pattern | None = None  # the pattern with every lookbehind removed (matches wherever it does), None without any  # those lookbehinds' own patterns (what they must match, ending where they are tried)
     # ((regex of one of the characters and the run of the class after it, a backwards regex of a character not in the
     # class), ...): starts right after one of those
     # characters or anywhere in the run of the class that follows it (a lookbehind such as `(?<=<tool_sep>\\s*)`)
@@ -76,14 +77,14 @@ class PatternScan:
     # For one plain search over a short text: `triggers` compiled, how far before the position a search for them
     # must begin (a near literal's start, an `after` character just before it), and a reverse search over the lead classes together (the first candidate is at or after
     # the start of the lead run before the first trigger).
-    prefilter: object = None
+    prefilter: regex.Pattern | None = None
     back_reach: int = 0
-    lead_back: object = None
+    lead_back: regex.Pattern | None = None
     candidate_leads: tuple = ()  # the sources of the lead classes `lead_back` walks back over
-    gate: object = None  # gate_of(pattern): the coarser picture of starts the chunk fast path may use
+    gate: tuple | None = None  # gate_of(pattern): the coarser picture of starts the chunk fast path may use
     # A match that starts inside a run of whitespace goes on after the run's end (see `run_rest_search`): this matches
     # there whenever the pattern can match from inside the run. None: unknown.
-    run_rest: object = None
+    run_rest: regex.Pattern | None = None
 
 
 def analyze(pattern: str) -> PatternScan | None:
@@ -221,7 +222,7 @@ def _trigger_sources(by_lead: dict, plain: list, after: Charset, near: list, run
     if plain:
         triggers.append(_alternation(plain))
     if after.source():
-        triggers.append(after.source())
+        triggers.append(cast(str, after.source()))  # not None: checked just above
     triggers.extend(regex.escape(literal) for literal, _, _, _ in sorted(set(near), key=repr))
     triggers.extend(chars_source for chars_source, _ in sorted(runs))
     if dollar:
@@ -274,6 +275,9 @@ def _without_lookbehinds(pattern: str):
 
 
 def _guards(pattern: str) -> dict:
+    literals: list[str]
+    pieces: list[tuple[str, int, int]]
+    bodies: list[str] | tuple[regex.Pattern, ...]  # sources, then compiled
     literals, pieces, bodies, last = [], [], [], 0
     for found in _LOOKBEHIND.finditer(pattern):
         start = found.end() - 4

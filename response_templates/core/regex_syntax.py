@@ -9,19 +9,21 @@ scan is linear without timing anything.
 
 from __future__ import annotations
 
-import array
 import re
 import warnings
 from dataclasses import dataclass
 
 import regex
 
+from .unicode_tables import LARGE_CATEGORIES, SMALL_CATEGORIES, category_members, universe
+
+# (the ignores: mypy checks against Python 3.10, whose stubs lack these two; at 3.11+ the second pair applies)
 try:  # Python 3.11+
-    from re import _constants as sre_constants
-    from re import _parser as sre_parse
+    from re import _constants as sre_constants  # type: ignore[attr-defined, unused-ignore]
+    from re import _parser as sre_parse  # type: ignore[attr-defined, unused-ignore]
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
+    import sre_constants  # type: ignore[no-redef, unused-ignore]
+    import sre_parse  # type: ignore[no-redef, unused-ignore]
 
 
 _C = sre_constants
@@ -199,7 +201,7 @@ def _literal_runs(items, depth: int = 0) -> list[str]:
             op, av = branch[0]
     if op is not _C.BRANCH:
         return [head]
-    runs = []
+    runs: list[str] = []
     for alternative in av[1]:
         alternative = list(alternative)
         if not alternative or alternative[0][0] is not _C.LITERAL:
@@ -332,8 +334,8 @@ def match_starts(items, loose: bool = False) -> tuple[list, bool]:
         if op is _C.ASSERT_NOT:
             direction, sub = av
             if direction == -1 and not out:
-                chars = single_charset(sub)
-                if chars is not None and chars.parts >= {r"\s", r"\S"}:
+                lone = single_charset(sub)
+                if lone is not None and lone.parts >= {r"\s", r"\S"}:
                     # (?<![\s\S]): no character before, the start of the text
                     return [("begin",)], False
             continue
@@ -620,27 +622,70 @@ def union(first: tuple, second: tuple) -> tuple:
     return first + tuple(chars for chars in second if chars not in first)
 
 
-# Every code point (lone surrogates included), to list the members of a character set; built when first needed.
-_UNIVERSE: list = []
+# Code points in two pieces (lone surrogates included), built when first needed: the BMP, where a set with many
+# members has them or shows that it is not a subset, and the rest, scanned only when the BMP cannot tell.
+_UNIVERSE: dict = {}
 _MEMBERS: dict = {}
 _MOST_MEMBERS = 4096
+_LITERAL = regex.compile(r"\\U([0-9a-f]{8})(?:-\\U([0-9a-f]{8}))?")
+
+
+def _universe(piece: str) -> str:
+    if piece not in _UNIVERSE:
+        _UNIVERSE[piece] = universe(0, 0x10000) if piece == "bmp" else universe(0x10000, 0x110000)
+    return _UNIVERSE[piece]
+
+
+def _part_members(part: str) -> set | None:
+    """The members of one piece of a class (`charset`): a character, a range or a category; None past the limit.
+    Listed without scanning the code points (a category from unicode_tables)."""
+    if part in SMALL_CATEGORIES:
+        return set(category_members(part))
+    if part in LARGE_CATEGORIES:
+        return None
+    found = _LITERAL.fullmatch(part)
+    if found is None:
+        raise Unanalyzable
+    low = int(found.group(1), 16)
+    high = int(found.group(2), 16) if found.group(2) else low
+    return set(map(chr, range(low, high + 1))) if high - low < _MOST_MEMBERS else None
+
+
+def _scanned(source: str) -> str | None:
+    """The members of a class found by trying code points, the BMP first; None past the limit."""
+    found: list = []
+    for piece in ("bmp", "rest"):
+        for match in regex.finditer(source, _universe(piece), regex.DOTALL):
+            if len(found) >= _MOST_MEMBERS:
+                return None
+            found.append(match.group())
+    return "".join(found)
 
 
 def charset_members(chars: Charset) -> str | None:
-    """The characters of a set as a string, or None when it has more than `_MOST_MEMBERS` of them."""
+    """The characters of a set as a string (in code point order), or None when it has more than `_MOST_MEMBERS`."""
     source = chars.source()
     if source is None:
         return ""
     if source not in _MEMBERS:
-        if not _UNIVERSE:
-            _UNIVERSE.append(array.array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass"))
-        found = []
-        for index, match in enumerate(regex.finditer(source, _UNIVERSE[0], regex.DOTALL)):
-            if index >= _MOST_MEMBERS:
-                found = None
-                break
-            found.append(match.group())
-        _MEMBERS[source] = None if found is None else "".join(found)
+        listed: str | None = None
+        try:
+            if not chars.negated:
+                members: set = set()
+                for part in chars.parts:
+                    more = _part_members(part)
+                    if more is None:
+                        break
+                    members |= more
+                    if len(members) > _MOST_MEMBERS:
+                        break
+                else:
+                    listed = "".join(sorted(members))
+            else:
+                listed = _scanned(source)
+        except Unanalyzable:
+            listed = _scanned(source)
+        _MEMBERS[source] = listed
     return _MEMBERS[source]
 
 
@@ -655,11 +700,15 @@ def subset(inner: Charset, outer: Charset) -> bool:
             _SUBSETS[key] = True
         elif key[1] is None:
             _SUBSETS[key] = False
+        elif _within(inner, outer):
+            _SUBSETS[key] = True
         else:
-            if not _UNIVERSE:
-                _UNIVERSE.append(array.array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass"))
             outside = regex.compile(f"(?!{key[1]})(?:{key[0]})", regex.DOTALL)
-            _SUBSETS[key] = outside.search(_UNIVERSE[0]) is None
+            members = charset_members(inner)
+            if members is not None:
+                _SUBSETS[key] = outside.search(members) is None
+            else:  # a character outside is most often found in the BMP
+                _SUBSETS[key] = all(outside.search(_universe(piece)) is None for piece in ("bmp", "rest"))
     return _SUBSETS[key]
 
 

@@ -23,12 +23,13 @@ fall back to the plain search, still bounded by the regex time budget.
 from __future__ import annotations
 
 import bisect
+import sys
 
 import regex
 
 from .errors import grow_regex_budget
 from .pattern_scan import PatternScan
-from .regex_syntax import work
+from .regex_syntax import sre_parse, work
 
 
 def quiet(scan: PatternScan, text: str, memo: dict) -> bool:
@@ -400,11 +401,9 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
     if kind == "plain":
         if low >= min(stop + 1, end):
             return None
-        found = trigger.search(buffer, low, min(stop + 1, end), partial=True)
-        if found is not None and found.start() == found.end():
-            found = None  # `regex` reports an empty partial match at the end of the window
-        work[0] += (found.start() if found is not None else min(stop + 1, end)) - low
-        return found.start() if found is not None else None
+        at = leftmost_start(trigger, buffer, low, min(stop + 1, end))
+        work[0] += (at if at is not None else min(stop + 1, end)) - low
+        return at
     if kind == "after_run":
         # right after a character of the set, or inside (or at the end of) the run of the class that follows it:
         # `trigger` finds a character of the set and that run at once
@@ -464,6 +463,39 @@ def _next(source: list, buffer: str, pos: int, low: int, stop: int, end: int) ->
         anchor_from = at + 1
 
 
+# The widest match of each trigger regex, by its source (see `leftmost_start`).
+_WIDTHS: dict = {}
+
+
+def _widest(trigger) -> int:
+    width = _WIDTHS.get(trigger.pattern)
+    if width is None:
+        try:
+            width = min(sre_parse.parse(trigger.pattern).getwidth()[1], sys.maxsize)
+        except Exception:  # syntax Python's parser does not read: assume any width
+            width = sys.maxsize
+        _WIDTHS[trigger.pattern] = width
+    return width
+
+
+def leftmost_start(trigger, buffer: str, low: int, end: int) -> int | None:
+    """The leftmost position in `low`..`end` where `trigger` matches, or matches partly up to `end` (more text may
+    complete it); None when there is none. `regex`'s partial search prefers a complete match anywhere to an earlier
+    partial one (`ab|c` finds `c` in `ac`), so the few positions before a complete match that a partial one could
+    start at (within the trigger's width of `end`) are tried one by one."""
+    found = trigger.search(buffer, low, end, partial=True)
+    if found is None:
+        return None
+    at = found.start()
+    if found.partial:
+        return at if found.end() > at else None  # `regex` reports an empty partial match at the end of the window
+    for start in range(max(low, end - _widest(trigger) + 1), at):
+        partial = trigger.match(buffer, start, end, partial=True)
+        if partial is not None and partial.partial and partial.end() > start:
+            return start
+    return at
+
+
 def first_candidate(scan: PatternScan, buffer: str, pos: int) -> int:
     """A position at or after `pos` before which no match of the pattern can start, now or once more text comes (the
     first candidate, or a little before it): the start of the lead run before the first trigger (or the first
@@ -472,9 +504,9 @@ def first_candidate(scan: PatternScan, buffer: str, pos: int) -> int:
         return pos
     end = len(buffer)
     first = end
-    found = scan.prefilter.search(buffer, max(0, pos - scan.back_reach), partial=True)  # a trigger cut by the end counts
+    found = leftmost_start(scan.prefilter, buffer, max(0, pos - scan.back_reach), end)  # one cut by the end counts
     if found is not None:
-        first = found.start()
+        first = found
     if scan.lead_back is not None and first > pos:
         # back over the lead run before the first trigger (or, without one, over the run that ends the text)
         found = scan.lead_back.search(buffer, pos, first)

@@ -14,7 +14,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import regex
 
@@ -124,7 +124,7 @@ class Watch:
             return watch
         owner: dict[str, WatchItem] = {}
         for item in sorted(items, key=lambda item: item.rank):
-            for literal in item.delimiter.literals:
+            for literal in cast(tuple, item.delimiter.literals):  # not None: a watch with a regex returned above
                 owner.setdefault(literal, item)
         literals = sorted(owner, key=len, reverse=True)
         watch.literal_only = True
@@ -161,8 +161,9 @@ class CompiledTemplate:
     fields: dict
     implicit: str | None
     start_anchor: Delimiter
-    idle_watch: Watch = None  # in the implicit region (or nowhere): every open, and the implicit close
-    field_watch: dict = None  # in an explicit region: its close
+    # Always given by `load_template`; the None defaults only let the fields after them have defaults.
+    idle_watch: Watch = None  # type: ignore[assignment]  # in the implicit region (or nowhere): every open, and the implicit close
+    field_watch: dict = None  # type: ignore[assignment]  # in an explicit region: its close
     # A delimiter regex with a lookbehind may look arbitrarily far back, so the stream keeps all consumed text.
     keeps_history: bool = False
     flat_defaults: bool = True  # no default is a list or dict
@@ -228,6 +229,7 @@ class CompiledTemplate:
         starts before it can reach over it (then a scan would skip it). `_UNDECIDED` when that cannot be told
         cheaply (many candidates that do not match, or a match reaching over the last one): the caller scans."""
         match, starts = self.start_anchor.regex.match, self.anchor_starts
+        assert starts is not None  # the caller checked
         if len(prefix) > _UNTIMED_PROMPT:  # a try may still read far (a lookahead): a long prompt keeps the limit
             match = functools.partial(match, timeout=regex_time_left())
         before = len(prefix) + 1  # the next candidate starts before this
@@ -333,7 +335,7 @@ def _parsed_anchor(anchor: Delimiter) -> Any:
 def _anchor_literals(anchor: Delimiter) -> tuple | None:
     """The literals of a start anchor whose matches are exactly the occurrences of a few literals that cannot
     overlap, or None."""
-    literals = anchor.literals
+    literals: tuple | list | None = anchor.literals
     if literals is None:
         parsed = _parsed_anchor(anchor)
         if parsed is None:
@@ -430,7 +432,7 @@ def _reach(state: Any, items: list, starts: list) -> int | None:
     last = None
     if items and items[-1][0] is sre_constants.BRANCH:
         reaches = [_reach(state, list(alternative), starts) for alternative in items[-1][1][1]]
-        last = None if None in reaches else max(reaches)
+        last = None if None in reaches else max(cast("list[int]", reaches))  # no None in it: checked first
         if last is None:
             return None
         items = items[:-1]
@@ -695,7 +697,8 @@ def _compile(spec: Any) -> CompiledTemplate:
     implicit_name = implicit[0] if implicit else None
     if implicit_name is not None and fields[implicit_name].close is not None:
         implicit_field = fields[implicit_name]
-        idle.append(WatchItem("close", implicit_field, implicit_field.close, rank("close", implicit_field)))
+        # (its close is not None: checked just above)
+        idle.append(WatchItem("close", implicit_field, cast(Delimiter, implicit_field.close), rank("close", implicit_field)))
     field_watch = {
         name: Watch.build([WatchItem("close", f, f.close, rank("close", f))] if f.close is not None else [])
         for name, f in fields.items()

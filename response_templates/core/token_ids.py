@@ -227,6 +227,7 @@ class TokenIdDecoder:
                         f"from 0 to {self._id_limit - 1})"
                     )
         out: list[str] = []
+        decoded: str | None
         for is_control, run in groupby(ids, self._spelling_of.__contains__):
             if is_control:
                 for token_id in run:

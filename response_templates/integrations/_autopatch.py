@@ -13,8 +13,9 @@ import importlib
 import os
 import sys
 
-# transformers modules we patch, as soon as each has finished executing.
-WATCHED = ("transformers.tokenization_utils_base", "transformers.processing_utils")
+# Modules we patch as soon as each has finished executing: transformers' tokenizer and processor classes, and TRL's
+# chat template helpers (which decide by transformers' version what a tokenizer can parse).
+WATCHED = ("transformers.tokenization_utils_base", "transformers.processing_utils", "trl.chat_template_utils")
 
 _MARKER = "_response_templates_autopatch"  # attribute that identifies our finder, whichever copy of this file made it
 

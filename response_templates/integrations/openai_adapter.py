@@ -58,7 +58,9 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
+
+from ..core.message import check_truncated
 
 logger = logging.getLogger(__name__)
 
@@ -112,9 +114,10 @@ def _call_parts(call: Any) -> tuple[str | None, str, Any, str]:
     {"name", "arguments"}}`; a bare `{"name", "arguments"}` (a template without a transform) is read too."""
     if not isinstance(call, dict):
         return None, "function", None, arguments_text(call)
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
-    call_id = call.get("id") if isinstance(call.get("id"), str) else None
-    kind = call.get("type") if isinstance(call.get("type"), str) else "function"
+    # (the casts: each value is the type the isinstance check beside it saw)
+    function = cast(dict, call.get("function")) if isinstance(call.get("function"), dict) else call
+    call_id = cast(str, call.get("id")) if isinstance(call.get("id"), str) else None
+    kind = cast(str, call.get("type")) if isinstance(call.get("type"), str) else "function"
     return call_id, kind, function.get("name"), arguments_text(function.get("arguments"))
 
 
@@ -144,7 +147,10 @@ def to_openai_message(message: dict, *, id_factory: Callable[[int], str] | None 
 
 
 def finish_reason_for(has_tool_calls: bool, truncated: bool) -> str:
-    return "tool_calls" if has_tool_calls else "length" if truncated else "stop"
+    """OpenAI's finish_reason: "length" for a generation cut off (as OpenAI reports a token limit, whatever was
+    written: a call cut there was not sent, and the client must be able to tell), else "tool_calls" when the message
+    has a call, else "stop"."""
+    return "length" if truncated else "tool_calls" if has_tool_calls else "stop"
 
 
 def accumulate_chunks(chunks: Iterable[dict]) -> dict:
@@ -359,7 +365,7 @@ class _PairScanner:
                 break
             first = position if first is None else first
             parts.append(text)
-        return "".join(parts)[start - first : stop - first] if parts else ""
+        return "".join(parts)[start - first : stop - first] if parts else ""  # type: ignore[operator]  # first is set when parts is not empty
 
     def _forget(self) -> None:
         """Drop the text no pending key or value can need any more."""
@@ -488,7 +494,7 @@ class _EarlyCall:
         """JSON text for the final pairs that can be sent now."""
         if self.name is None or self.stopped:
             return ""
-        out = []
+        out: list[str] = []
         schema = (self.properties or {}).get(self.name, {}) if self.properties is not None else None
         while self.waiting:
             key, value = self.waiting[0]
@@ -602,8 +608,9 @@ class OpenAIStreamAdapter:
 
     def finish(self, truncated: bool = False) -> list[dict]:
         """End the generation; `truncated=True` when it was cut by a token limit. Returns the last chunks, the
-        final one with `finish_reason` ("tool_calls" if the message has a call, else "length" if truncated, else
+        final one with `finish_reason` ("length" if truncated, else "tool_calls" if the message has a call, else
         "stop")."""
+        check_truncated(truncated)
         if self._finished:
             raise RuntimeError("OpenAIStreamAdapter.finish called twice")
         deltas = self._start()
@@ -632,6 +639,7 @@ class OpenAIStreamAdapter:
 
     def stream(self, pieces: Iterable[Any], truncated: bool = False) -> Iterable[dict]:
         """All chunks for a whole generation given as an iterable of pieces."""
+        check_truncated(truncated)
         for piece in pieces:
             yield from self.feed(piece)
         yield from self.finish(truncated=truncated)
@@ -654,12 +662,13 @@ class OpenAIStreamAdapter:
     def _handle(self, events: list[dict], deltas: list[dict]) -> None:
         for event in events:
             kind, field = event.get("type"), event.get("field")
+            # (the ignores: region events always carry their field's name)
             if kind == "region_open":
-                self._open(field, deltas)
+                self._open(field, deltas)  # type: ignore[arg-type]
             elif kind == "region_chunk":
-                self._chunk_text(field, event.get("text", ""), deltas)
+                self._chunk_text(field, event.get("text", ""), deltas)  # type: ignore[arg-type]
             elif kind == "region_close":
-                self._close(field, event, deltas)
+                self._close(field, event, deltas)  # type: ignore[arg-type]
             elif kind == "region_discard":
                 # a region the parser does not return (cut off, or malformed under malformed="content"/"drop"):
                 # nothing of it was sent (calls wait for their close); with "content", a content region follows

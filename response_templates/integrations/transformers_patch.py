@@ -146,13 +146,22 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None, trun
     as transformers), "content" (kept as text in `content`) or "drop".
     """
     from ..core import parse_response as core_parse
-    from ..core.message import PREFIX_REQUIRED, check_malformed
+    from ..core.message import PREFIX_REQUIRED, check_malformed, check_truncated
     from ..core.template import load_template
 
+    legacy = _legacy_parser(self, schema, prefix)
+    if legacy is not None:
+        if tools is not None or truncated or malformed != "raise":
+            raise ValueError(
+                "a legacy `response_schema` is parsed by this transformers release's own parser, which takes no "
+                "`tools=`, `truncated=` or `malformed=`: set a `response_template` to use them"
+            )
+        return legacy(self, response, schema)
     template = load_template(_resolve_template(self, schema))
     if prefix is None:
         raise ValueError(PREFIX_REQUIRED)
     check_malformed(malformed)
+    check_truncated(truncated)
 
     responses, batched, are_ids = _sequences(response, "response")
     tokenizer = None
@@ -176,13 +185,70 @@ def parse_response(self, response, schema=None, *, prefix=None, tools=None, trun
             "response) or exactly one prefix per response"
         )
 
-    messages = [
-        core_parse(
-            item, template, prefix=item_prefix, tools=tools, tokenizer=tokenizer, truncated=truncated, malformed=malformed
-        )
-        for item, item_prefix in zip(responses, prefixes)
-    ]
+    messages = []
+    for index, (item, item_prefix) in enumerate(zip(responses, prefixes)):
+        try:
+            messages.append(
+                core_parse(
+                    item, template, prefix=item_prefix, tools=tools, tokenizer=tokenizer, truncated=truncated,
+                    malformed=malformed,
+                )
+            )
+        except (ValueError, TypeError) as error:
+            if not batched:
+                raise
+            raise _batch_error(index, len(responses), error) from error
     return messages if batched else messages[0]
+
+
+def _batch_error(index: int, size: int, error: Exception) -> Exception:
+    """`error` raised by one item of a batch, its message led by the item's index; of the same class when that class
+    takes a message alone (else ValueError or TypeError), so `except` clauses still catch it."""
+    message = f"batch item {index} (of {size}): {error}"
+    try:
+        named = type(error)(message)
+        if str(named) == message:
+            return named
+    except Exception:  # a class whose constructor wants more than a message (json.JSONDecodeError)
+        pass
+    return ValueError(message) if isinstance(error, ValueError) else TypeError(message)
+
+
+def _is_legacy_schema(schema: Any) -> bool:
+    # transformers 5.13's own rule: a response template has `version` or `fields`; a legacy schema has neither.
+    return isinstance(schema, dict) and "version" not in schema and "fields" not in schema
+
+
+def _legacy_parser(tokenizer: Any, schema: Any, prefix: Any) -> Any:
+    """transformers' own `parse_response` when the call is for a legacy `response_schema` and this release ships the
+    parser for that format (5.0 to 5.14), else None.
+
+    The call is a legacy one when `schema` is a legacy schema, or when no schema is passed, the tokenizer has a
+    `response_schema` but no `response_template`, and no `prefix=` is given (what TRL before 1.8, and TRL on
+    these releases without this package, do). The release parses it exactly as it would without this package."""
+    if schema is not None:
+        legacy_call = _is_legacy_schema(schema)
+    else:
+        legacy_call = (
+            prefix is None
+            and getattr(tokenizer, "response_template", None) is None
+            and getattr(tokenizer, "response_schema", None) is not None
+        )
+    if not legacy_call:
+        return None
+    base = sys.modules.get("transformers.tokenization_utils_base")
+    tokenizer_class = getattr(base, "PreTrainedTokenizerBase", None)
+    if getattr(base, "recursive_parse", None) is None or not isinstance(tokenizer_class, type):
+        return None  # this release has no legacy parser (before 5.0, or 5.15 and later)
+    original = _ORIGINALS.get((tokenizer_class, "parse_response"), _MISSING)
+    if original is _MISSING or original is None:
+        return None
+    if prefix is not None:
+        raise ValueError(
+            "`prefix=` is only supported with a response template, not with a legacy `response_schema` "
+            "(transformers 5.0-5.14's format, parsed by this release's own parser)"
+        )
+    return original
 
 
 def get_response_parser(
@@ -286,8 +352,10 @@ def _processor_parse_response(
     tokenizer = getattr(self, "tokenizer", None)
     if tokenizer is None:
         raise ValueError(f"{type(self).__name__} has no tokenizer, so it cannot parse responses")
+    from ..core.message import check_truncated
+
     extra = {}
-    if truncated:
+    if check_truncated(truncated):
         extra["truncated"] = True
     if malformed != "raise":
         extra["malformed"] = malformed
@@ -436,6 +504,10 @@ def patch_loaded_module(module: Any) -> None:
         _patch_tokenizer_base(module.PreTrainedTokenizerBase)
     elif name == "transformers.processing_utils":
         _patch_processor(module.ProcessorMixin)
+    elif name == "trl.chat_template_utils":
+        from .trl import patch_module
+
+        patch_module(module)
 
 
 def patch() -> None:
@@ -454,6 +526,10 @@ def patch() -> None:
 def unpatch() -> None:
     """Restore transformers' original classes and stop patching modules imported later."""
     _autopatch.uninstall()
+    if "trl.chat_template_utils" in sys.modules:
+        from .trl import unpatch_module
+
+        unpatch_module()
     for (cls, name), original in reversed(list(_ORIGINALS.items())):
         if original is _MISSING:
             if name in cls.__dict__:

@@ -228,7 +228,7 @@ def _route_parser_manager(parser_cls: type) -> None:
                                 f"of {kwargs.get('model_name')!r}: {error}") from error
         return _Composed
 
-    composed._response_templates = True
+    composed._response_templates = True  # type: ignore[attr-defined]  # a mark on the function: never wrapped twice
     setattr(manager, method, classmethod(composed))
 
 
@@ -245,7 +245,8 @@ def _classes() -> dict[str, type]:
     def template_of(tokenizer: Any) -> dict:
         return _template_of(tokenizer, "--reasoning-parser/--tool-call-parser")
 
-    class ResponseTemplatesReasoningParser(ReasoningParser):
+    # (the ignores on the three bases: vLLM's classes, only known at run time)
+    class ResponseTemplatesReasoningParser(ReasoningParser):  # type: ignore[valid-type, misc]
         """Registered as `--reasoning-parser response_templates`; `ResponseTemplatesParser` does the parsing."""
 
         def __init__(self, tokenizer, *args, **kwargs):
@@ -266,7 +267,7 @@ def _classes() -> dict[str, type]:
         def extract_reasoning_streaming(self, *args, **kwargs):
             raise NotImplementedError(f"{NAME}: ResponseTemplatesParser streams reasoning")
 
-    class ResponseTemplatesToolParser(ToolParser):
+    class ResponseTemplatesToolParser(ToolParser):  # type: ignore[valid-type, misc]
         """Registered as `--tool-call-parser response_templates`; `ResponseTemplatesParser` does the parsing."""
 
         supports_required_and_named = False  # the calls are read in the model's own format
@@ -277,7 +278,7 @@ def _classes() -> dict[str, type]:
         def extract_tool_calls_streaming(self, *args, **kwargs):
             raise NotImplementedError(f"{NAME}: ResponseTemplatesParser streams tool calls")
 
-    class ResponseTemplatesParser(Parser):
+    class ResponseTemplatesParser(Parser):  # type: ignore[valid-type, misc]
         """Reasoning, content and tool calls in one pass of this package's parser."""
 
         reasoning_parser_cls = ResponseTemplatesReasoningParser

@@ -19,7 +19,7 @@ import re
 from importlib import resources
 from typing import Any, NamedTuple
 
-from .entries import LibraryError, UnknownTemplateError, entry_error, validate_entry
+from .entries import LibraryError, UnknownTemplateError, check_template, entry_error, validate_entry
 
 __all__ = [
     "LibraryError",
@@ -28,15 +28,27 @@ __all__ = [
     "get_template",
     "Guess",
     "guess_for",
+    "list_entries",
     "list_templates",
     "name_for",
     "template_for",
     "validate_entry",
+    "validate_library",
 ]
+
+
+_NAME = re.compile(r"[a-z0-9_.-]+")  # a library file's name (no path), as entries.py requires of `name`
+
+
+def _source(name: str) -> str:
+    return f"response_templates/library/templates/{name}.json"
+
 
 @functools.lru_cache(maxsize=None)
 def _entries() -> dict[str, dict]:
-    """Every library entry by name, validated. Cached: the files ship with the package."""
+    """Every library entry by name, its metadata validated. Cached: the files ship with the package. A template is
+    compiled when first asked for (`get_entry`), not here: compiling all of them took about a second, which the
+    first parse, `list` and every other command paid (issue 29). `validate_library` checks them all."""
     folder = resources.files(__name__) / "templates"
     entries: dict[str, dict] = {}
     owner_of_model: dict[str, str] = {}
@@ -48,7 +60,7 @@ def _entries() -> dict[str, dict]:
             entry = json.loads(item.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise LibraryError(f"{source}: not valid JSON: {e}") from None
-        validate_entry(entry, source, stem=item.name[: -len(".json")])
+        validate_entry(entry, source, stem=item.name[: -len(".json")], compile_template=False)
         for model in entry["models"]:
             if model.lower() in owner_of_model:
                 raise entry_error(source, "models", f"lists {model!r}, which {owner_of_model[model.lower()]}.json lists too")
@@ -62,12 +74,56 @@ def list_templates() -> list[str]:
     return sorted(_entries())
 
 
+def list_entries() -> list[dict]:
+    """Every entry (fresh copies, sorted by name) for listing: metadata validated, templates not compiled (that is
+    `get_entry`'s job, one template at a time)."""
+    entries = _entries()
+    return [copy.deepcopy(entries[name]) for name in sorted(entries)]
+
+
 def get_entry(name: str) -> dict:
-    """The whole library entry (metadata and template) named `name`, as a fresh copy."""
+    """The whole library entry (metadata and template) named `name`, as a fresh copy; its template validated."""
+    entry = _one_entry(name)
+    if _CHECKED.get(name) is not entry:
+        check_template(entry, _source(name))
+        _CHECKED[name] = entry
+    return copy.deepcopy(entry)
+
+
+# The entry whose template was validated and compiled (`get_entry`), by name; entries read alone, by name.
+_CHECKED: dict = {}
+_ALONE: dict = {}
+
+
+def _one_entry(name: str) -> dict:
+    """The entry `name`, its metadata validated: from the loaded library, or (before it is loaded: the first
+    `get_template`) from its own file alone, the others unread."""
+    unread = getattr(_entries, "cache_info", None) is not None and _entries.cache_info().currsize == 0
+    if unread and isinstance(name, str) and _NAME.fullmatch(name):
+        if name in _ALONE:
+            return _ALONE[name]
+        item = resources.files(__name__) / "templates" / f"{name}.json"
+        if item.is_file():
+            try:
+                entry = json.loads(item.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as e:
+                raise LibraryError(f"{_source(name)}: not valid JSON: {e}") from None
+            validate_entry(entry, _source(name), stem=name, compile_template=False)
+            _ALONE[name] = entry
+            return entry
     entries = _entries()
     if name not in entries:
         raise UnknownTemplateError(f"no library template named {name!r}; known: {', '.join(sorted(entries))}")
-    return copy.deepcopy(entries[name])
+    return entries[name]
+
+
+def validate_library() -> list[str]:
+    """Validate every library file, metadata and template (what loading the library used to do up front); raise
+    LibraryError naming the file at fault. Returns the names checked. Tests and `response-templates check` run it."""
+    names = list_templates()
+    for name in names:
+        get_entry(name)
+    return names
 
 
 def get_template(name: str) -> dict:
@@ -81,6 +137,7 @@ def get_template(name: str) -> dict:
 
 def fingerprints(chat_template: Any) -> set[str]:
     """sha256 hex digests of every chat template a tokenizer carries (one string or named templates)."""
+    sources: list[Any]  # strings once filtered
     if isinstance(chat_template, str):
         sources = [chat_template]
     elif isinstance(chat_template, dict):
@@ -130,6 +187,7 @@ def name_for(model_id_or_tokenizer: Any) -> str | None:
     tokenizer, when its chat template's fingerprint is one the library verified: its files are then
     known to be the same. `guess_for` offers more, marked.
     """
+    model_id: str | None
     if isinstance(model_id_or_tokenizer, str):
         model_id, chat_template = model_id_or_tokenizer, None
     else:
@@ -211,6 +269,7 @@ def guess_for(model_id: str) -> Guess | None:
     owner, _, repo = model_id.partition("/")
     stripped = _VARIANT_SUFFIX.sub("", repo)
     candidates = [f"{owner}/{stripped}"] if stripped != repo else []
+    name: str | None  # entry names, then a lookup's answer
     if owner.lower() in {m.lower() for m in MIRROR_OWNERS}:
         for name, entry in entries.items():
             for listed in entry["models"]:

@@ -19,6 +19,7 @@ __all__ = [
     "UnknownTemplateError",
     "VERIFY_OPTION_KEYS",
     "check_options",
+    "check_template",
     "entry_error",
     "validate_entry",
 ]
@@ -56,6 +57,7 @@ def check_options(options: dict) -> None:
         bad = set(scenario) - _SCENARIO_KEYS
         if bad:
             raise ValueError(f"verify options: scenarios[{i}] has unknown keys {sorted(bad)}")
+    key: str | None  # option names, then the value of reasoning_key
     for key, parts in (("reasoning_synthesis", ("prefill", "close")), ("reasoning_in_content", ("open", "close"))):
         value = options.get(key)
         if value is not None and (not isinstance(value, dict) or set(value) != set(parts)
@@ -105,8 +107,11 @@ def _string_list(entry: dict, key: str, source: str) -> list[str]:
     return value
 
 
-def validate_entry(entry: Any, source: str, *, stem: str | None = None) -> None:
-    """Check one library entry's metadata and template; raise LibraryError naming `source` and the key."""
+def validate_entry(entry: Any, source: str, *, stem: str | None = None, compile_template: bool = True) -> None:
+    """Check one library entry's metadata and template; raise LibraryError naming `source` and the key.
+
+    `compile_template=False` checks the metadata only: the library loads every file that way (cheap) and compiles a
+    template when it is first asked for (`check_template`), so the first parse pays for one template, not all."""
     if not isinstance(entry, dict):
         raise LibraryError(f"{source}: the file must hold a JSON object, got {type(entry).__name__}")
     missing = sorted(_REQUIRED - set(entry))
@@ -175,6 +180,13 @@ def validate_entry(entry: Any, source: str, *, stem: str | None = None) -> None:
     if "verify" in entry:
         _check_verify(entry["verify"], source, "verify")
 
+    if compile_template:
+        check_template(entry, source)
+
+
+def check_template(entry: dict, source: str) -> None:
+    """Validate and compile an entry's template (kept in the compiled-template cache: the first parse with it then
+    compiles nothing); raise LibraryError naming `source`."""
     try:
         load_template(entry["template"])
     except TemplateError as e:

@@ -6,6 +6,7 @@ kept).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .calls import opener_regex
 from .markup import citation_spans, stray_call_tokens
@@ -51,12 +52,13 @@ def build(turn: Turn, reasoning: Reasoning | None, calls: Calls | None) -> dict:
         if ends:
             # The end of the turn ends a reasoning block the model never closed.
             close += r"|\s*(?=" + end_pattern + ")"
-        if first and calls.kind in ("name_json", "xml"):
+        # (the ignores: `first` is only found in the calls' opener, so calls is not None)
+        if first and calls.kind in ("name_json", "xml"):  # type: ignore[union-attr]
             # A model that starts its calls without closing the reasoning has ended it: the call opener closes
             # the reasoning. Only for calls that name the function in their header markup; a JSON object in tags
             # written inside the reasoning is the model thinking about a call, and stays reasoning.
             # The calls may also start without their block's opener: the per-call opener closes it too.
-            call_first = TOKEN.search((calls.literal.get("call_open") or "").strip())
+            call_first = TOKEN.search((calls.literal.get("call_open") or "").strip())  # type: ignore[union-attr]
             openers = [first.group(0)] + ([call_first.group(0)] if call_first else [])
             close += r"|\s*(?=" + alternation(openers) + ")"
         fields["reasoning_content"] = {
@@ -85,7 +87,7 @@ def build(turn: Turn, reasoning: Reasoning | None, calls: Calls | None) -> dict:
             # right after text are the text's own (kept in the content, as the model wrote them). The library
             # does so for XML-style calls (GLM, DeepSeek V3.2, MiniMax M2); for JSON calls it drops the space.
             open_ = r"(?:(?<=[>\]])\s*|[ \t]*\n\s*)?" + open_[len(r"\s*"):]
-        field_ = {"open_pattern": open_, "close_pattern": close}
+        field_: dict[str, Any] = {"open_pattern": open_, "close_pattern": close}
         if ends:
             # A call the model did not close before ending its turn still ends there.
             field_["close_pattern"] = (close + "|" + calls.end_guard + r"\s*(?:```\s*)?(?:" + end_pattern

@@ -51,6 +51,7 @@ def _call_object_keys(value: Any, name: str, arguments: dict) -> tuple[str, str]
 
 
 def infer_calls(r: Renderer, turn: Turn, reasons: list[str]) -> Calls | None:
+    calls: Calls | None
     one = call_generation(r, turn, [CALL_A])
     try:
         two = call_generation(r, turn, [CALL_A, CALL_B])
@@ -376,7 +377,7 @@ def _name_json_calls(one, two, start, end, reasons) -> Calls:
     if bare.strip() and not TOKEN.search(bare):
         # After the opening special token, which alone commits the model to a call, a stray punctuation mark
         # before the header word (<|tool_call>:call:) is tolerated.
-        head_pattern = (generalise(call_head.strip()[: lead.end()]) + r"\s*(?:[:;,.]\s*)?"
+        head_pattern = (generalise(call_head.strip()[: lead.end()]) + r"\s*(?:[:;,.]\s*)?"  # type: ignore[union-attr]  # bare is set: lead matched
                         + generalise(bare.strip()))
     if bare.strip() and not TOKEN.search(bare) and not block_open.strip() and not tail.strip():
         # The call header is a special token and a word (<|tool_call>call:name{...}): models sometimes write the

@@ -49,6 +49,7 @@ def load_chat_template(path: str | os.PathLike) -> tuple[str, dict]:
     """
     path = os.fspath(path)
     settings: dict = {}
+    config: str | dict  # a file's path, or its contents
     if os.path.isdir(path):
         config = os.path.join(path, TOKENIZER_CONFIG)
         if os.path.isfile(config):
@@ -194,7 +195,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
     conventional_reasoning(turn, reasoning or guessed, reasons)
     split_prefill(turn, reasoning or guessed)
     if reasoning or guessed:
-        turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)
+        turn.empty_reasoning = ((reasoning or guessed).open, (reasoning or guessed).close)  # type: ignore[union-attr]  # one is set
     if arguments_error is None:
         prefilled_segment_marker(r, turn, reasons)
     calls = None
@@ -263,7 +264,7 @@ def _infer(source: str, kwargs: dict, reasons: list[str]) -> InferredTemplate:
             scenarios = [dict(s, reasoning=False) for s in scenarios]
         options["scenarios"] = scenarios
     anchors = list(dict.fromkeys(turn.anchors))
-    markers = {"start_anchor": anchors if len(anchors) > 1 else turn.anchor, "end_of_turn": turn.end,
+    markers: dict[str, Any] = {"start_anchor": anchors if len(anchors) > 1 else turn.anchor, "end_of_turn": turn.end,
                "prompt_prefill": turn.prefill}
     if turn.content_open:
         markers.update(content_open=turn.content_open, content_close=turn.content_close)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ...core.errors import InferenceError
 from .probes import (
@@ -106,7 +107,8 @@ def python_lines(one, two, start, reasons) -> Calls | None:
     each line is a call, its keyword arguments read one by one."""
     end = one.rindex(")") + 1
     before, after = one[:start], one[end:]
-    between = two[two.index(")") + 1: re.search(r"(?m)^[ \t]*" + re.escape(CALL_B[0]) + r"\(", two).start()]
+    # (the caller found CALL_B's line in `two`)
+    between = two[two.index(")") + 1: re.search(r"(?m)^[ \t]*" + re.escape(CALL_B[0]) + r"\(", two).start()]  # type: ignore[union-attr]
     if not before.strip() or not after.strip() or between.strip():
         return None  # only calls in a block, one per line
     block_open, block_close = esc(before.strip()), esc(after.strip())
@@ -397,7 +399,7 @@ _DOCUMENTS = [{"title": "DOCUMENT_TITLE_PROBE", "text": "DOCUMENT_TEXT_PROBE"}]
 def citation_markup(r: Renderer, reasons: list[str]) -> tuple:
     """(span open tag, close tag head) when the prompt, rendered with documents and grounding on, shows an example
     of cited span markup: a tag pair whose closing tag lists the sources (<co>span</co: 0:[1,2]>)."""
-    kwargs = {"documents": _DOCUMENTS}
+    kwargs: dict[str, Any] = {"documents": _DOCUMENTS}
     kwargs.update({k: v for k, v in _GROUNDING_SWITCHES if re.search(r"\b%s\b" % k, r.source)})
     other = Renderer(r.source, dict(r.kwargs, **kwargs))
     other.tools_always = r.tools_always

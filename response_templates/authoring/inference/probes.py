@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from typing import Any
 
 from ...core.errors import InferenceError
 from ..rendering import SAMPLE_TOOLS, common_prefix, generated_part, render_chat_template
@@ -16,8 +17,8 @@ from ..rendering import SAMPLE_TOOLS, common_prefix, generated_part, render_chat
 USER = "USER_PROBE_TEXT"
 CONTENT = "CONTENT_PROBE_TEXT"
 REASONING = "REASONING_PROBE_TEXT"
-CALL_A = ("get_weather", {"city": "Paris", "days": 3})
-CALL_B = ("search_web", {"query": "bakeries", "max_results": 5})
+CALL_A: tuple[str, dict[str, Any]] = ("get_weather", {"city": "Paris", "days": 3})
+CALL_B: tuple[str, dict[str, Any]] = ("search_web", {"query": "bakeries", "max_results": 5})
 CALL_IDS = ("call00001", "call00002")  # 9 characters, alphanumeric (Mistral templates insist)
 
 
@@ -141,7 +142,7 @@ def alternation(items: list[str]) -> str:
 
 def _boundaries(text: str) -> set[int]:
     """Positions where markup may be split: outside special tokens."""
-    inside = set()
+    inside: set[int] = set()
     for token in TOKEN.finditer(text):
         inside.update(range(token.start() + 1, token.end()))
     return set(range(len(text) + 1)) - inside

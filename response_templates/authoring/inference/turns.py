@@ -279,7 +279,7 @@ def find_turn(r: Renderer, reasoning: Reasoning | None, reasons: list[str]) -> T
             if last not in prompt:
                 continue
             gp = prompt[prompt.rindex(last) + len(last):]
-            gp = gp[TOKEN.search(gp).start():] if TOKEN.search(gp) else gp
+            gp = gp[TOKEN.search(gp).start():] if TOKEN.search(gp) else gp  # type: ignore[union-attr]  # found: checked
         elif reasoning is not None and gp.strip() == reasoning.open:
             # The generation prompt only opens the reasoning (no assistant header after a tool turn): the turn
             # starts after the last marker before it.
