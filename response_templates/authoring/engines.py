@@ -2,6 +2,7 @@
 
     response-templates check qwen3 hermes                 # every installed engine
     response-templates check --engine vllm --all-templates
+    response-templates check --engine sglang
 
 For each template and engine the check loads the template the way the engine does and parses every case of the
 template's corpus (``<name>.json`` of the corpora installed with the package, see library/corpora.py) through the
@@ -15,6 +16,10 @@ engine's own code, then compares the result with this package's ``parse_response
 - ``vllm``: the parser vLLM composes for ``--reasoning-parser hf --tool-call-parser hf --enable-auto-tool-choice``
   (``vllm.parser.parser_manager.ParserManager``), which reads the tokenizer's ``response_template``; compared like
   ``transformers-serve``.
+- ``sglang``: SGLang's ``--reasoning-parser response_template --tool-call-parser response_template`` (its
+  ``ReasoningParser`` then, on the rest, its ``FunctionCallParser``, given the prompt as its chat server gives it),
+  which read the tokenizer's ``response_template``; run the way SGLang's chat server runs them without streaming
+  and compared like ``transformers-serve``.
 
 The token ids come from a byte-level tokenizer built on the spot (no network): every character is spelled out in
 bytes, so decoding gives the text back exactly and the engines see what the corpus holds. While the transformers
@@ -33,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from ..integrations.vllm_plugin import REASONING_FIELDS
+from ..integrations._serving import REASONING_FIELDS
 from ..library import corpora
 
 __all__ = [
@@ -48,7 +53,7 @@ __all__ = [
     "thinking_form",
 ]
 
-ENGINES = ("transformers", "transformers-serve", "vllm")
+ENGINES = ("transformers", "transformers-serve", "vllm", "sglang")
 
 SAME = "same"
 DIFFERS = "differs"
@@ -171,6 +176,17 @@ def engine_unavailable(engine: str) -> str:
             import transformers.utils.chat_parsing  # noqa: F401
         elif engine == "transformers-serve":
             from transformers.cli.serving.utils import parse_assistant_message  # noqa: F401
+        elif engine == "sglang":
+            try:
+                import sglang.srt.parser.response_template  # noqa: F401
+            except ModuleNotFoundError as error:
+                if error.name != "sglang.srt.parser.response_template":
+                    raise
+                return (f"sglang {_version('sglang')} has no built-in response-template parser "
+                        "(sglang.srt.parser.response_template, in SGLang 0.5.23 and later), and this package's SGLang "
+                        "plugin, which builds on it, needs that release too")
+            from sglang.srt.function_call.function_call_parser import FunctionCallParser  # noqa: F401
+            from sglang.srt.parser.reasoning_parser import ReasoningParser  # noqa: F401
         else:
             import vllm.parser.parser_manager  # noqa: F401
 
@@ -183,8 +199,9 @@ def engine_unavailable(engine: str) -> str:
                         "(vllm.parser.response_template, in vLLM 0.32 and later); this package's vLLM plugin "
                         "serves templates on it (see response_templates.integrations.vllm_plugin)")
     except Exception as error:  # ImportError, or a broken install
-        version = _version("vllm" if engine == "vllm" else "transformers")
-        where = f" ({'vllm' if engine == 'vllm' else 'transformers'} {version})" if version else ""
+        package = engine if engine in ("vllm", "sglang") else "transformers"
+        version = _version(package)
+        where = f" ({package} {version})" if version else ""
         return f"{engine} cannot be imported{where}: {type(error).__name__}: {error}"
     return ""
 
@@ -356,7 +373,45 @@ def _vllm_engine(template: dict, tokenizer_template: dict | None) -> Callable[[d
     return run
 
 
-_BUILDERS = {"transformers": _transformers_engine, "transformers-serve": _serve_engine, "vllm": _vllm_engine}
+def _sglang_engine(template: dict, tokenizer_template: dict | None) -> Callable[[dict], Any]:
+    from sglang.srt.entrypoints.openai.protocol import Tool
+    from sglang.srt.function_call.function_call_parser import FunctionCallParser
+    from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+    tokenizer = _tokenizer(template)
+    fields = template.get("fields") or {}
+    # As the server is started for this model: the reasoning parser for a template with a reasoning field, the
+    # tool-call parser for one with tool calls (for a template with neither, both, and SGLang says why not).
+    reasoning = bool(set(REASONING_FIELDS) & set(fields)) or "tool_calls" not in fields
+    tools_wanted = "tool_calls" in fields or not reasoning
+    name = "response_template"
+    # SGLang's detectors validate the template when they are made: make each once to learn whether it loads.
+    if reasoning:
+        ReasoningParser(name, tokenizer=tokenizer)
+    if tools_wanted:
+        FunctionCallParser([], name, tokenizer=tokenizer)
+
+    def run(case: dict) -> dict:
+        prefix = case["prefix"]
+        tools = [Tool.model_validate(tool) for tool in case.get("tools") or ()]
+        text, reasoning_text = case["output"], None
+        if reasoning:  # serving_chat: the reasoning first, without streaming
+            parser = ReasoningParser(name, stream_reasoning=False, tokenizer=tokenizer,
+                                     tool_call_parser_active=bool(tools and tools_wanted), prefix=prefix)
+            reasoning_text, text = parser.parse_non_stream(text)
+        calls = []
+        if tools and tools_wanted:  # then the calls in the rest (_process_tool_calls)
+            tool_parser = FunctionCallParser(tools, name, tokenizer=tokenizer, prefix=prefix)
+            if tool_parser.has_tool_call(text):
+                text, items = tool_parser.parse_non_stream(text)
+                calls = [{"function": {"name": item.name, "arguments": item.parameters}} for item in items]
+        return _served({"reasoning_content": reasoning_text, "content": text, "tool_calls": calls})
+
+    return run
+
+
+_BUILDERS = {"transformers": _transformers_engine, "transformers-serve": _serve_engine, "vllm": _vllm_engine,
+             "sglang": _sglang_engine}
 
 
 def check_template(

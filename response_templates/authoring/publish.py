@@ -509,6 +509,13 @@ def engine_compatibility(entry: dict) -> str:
             "response-templates plugin (`--reasoning-parser response_templates --tool-call-parser "
             "response_templates`)."
         )
+    if any(r.engine == "sglang" and r.status == engines.REJECTED for r in measured):
+        text += (
+            "\n\nSGLang's `response_template` parser takes a reasoning field named `thinking` and plain-text "
+            "`thinking`/`content` fields, and has no `python-call-list`; to serve this model with SGLang as it is, "
+            "use the response-templates plugin (`--reasoning-parser response_templates --tool-call-parser "
+            "response_templates`)."
+        )
     missing = [r.engine for r in reports if not r.available]
     if missing:
         text += f"\n\nNot measured (not installed where this was published): {', '.join(missing)}."

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("check", help="measure which serving engines load each template and give the same message")
     p.add_argument("names", nargs="*", metavar="NAME", help="library templates (default: all)")
-    p.add_argument("--engine", default="all", choices=["transformers", "transformers-serve", "vllm", "all"],
+    p.add_argument("--engine", default="all", choices=["transformers", "transformers-serve", "vllm", "sglang", "all"],
                    help="engine to run (default: all installed ones)")
     p.add_argument("--form", default="published", choices=["published", "thinking"],
                    help="check the template as published, or with reasoning_content renamed thinking")

@@ -44,16 +44,18 @@ transforms and every content parser.
 
 from __future__ import annotations
 
-import copy
 import functools
 from typing import Any, Sequence
 
-from ..core.message import MALFORMED_POLICIES
-
-NAME = "response_templates"
-MALFORMED_ENV = "RESPONSE_TEMPLATES_MALFORMED"
-# The message keys engines read reasoning from: our name and the one vLLM and SGLang use.
-REASONING_FIELDS = ("reasoning_content", "thinking")
+from ._serving import MALFORMED_ENV, NAME, ReplyStream, parse_whole, resolve_template
+from ._serving import REASONING_FIELDS
+from ._serving import decode as _decode
+from ._serving import forced_tool_choice as _forced_tool_choice
+from ._serving import malformed_policy as _malformed_policy
+from ._serving import reasoning_closed as _reasoning_closed
+from ._serving import strict_tool as _strict_tool
+from ._serving import template_of as _template_of
+from ._serving import tool_dicts as _tool_dicts
 
 __all__ = ["MALFORMED_ENV", "NAME", "host_unavailable", "malformed_policy", "register", "resolve_template"]
 
@@ -61,35 +63,7 @@ __all__ = ["MALFORMED_ENV", "NAME", "host_unavailable", "malformed_policy", "reg
 def malformed_policy() -> str:
     """The damaged-output policy of the server: `RESPONSE_TEMPLATES_MALFORMED` (raise, content or drop; default
     raise). A value outside these fails, naming the variable."""
-    import os
-
-    value = os.environ.get(MALFORMED_ENV, "").strip().lower() or "raise"
-    if value not in MALFORMED_POLICIES:
-        raise ValueError(
-            f"{MALFORMED_ENV}={os.environ[MALFORMED_ENV]!r}: the vLLM plugin of response-templates takes "
-            f"{', '.join(MALFORMED_POLICIES)} (what to do with a tool call whose text does not parse)"
-        )
-    return value
-
-
-def resolve_template(tokenizer: Any) -> dict | None:
-    """The tokenizer's `response_template` metadata, else the library's template for it, else None."""
-    template = getattr(tokenizer, "response_template", None)
-    if not isinstance(template, dict):
-        template = (getattr(tokenizer, "init_kwargs", None) or {}).get("response_template")
-    if isinstance(template, dict):
-        return copy.deepcopy(template)
-    from ..library import template_for
-
-    for candidate in (tokenizer, getattr(tokenizer, "name_or_path", None)):
-        if candidate:
-            try:
-                found = template_for(candidate)
-            except Exception:  # an unusual tokenizer object: try the next way
-                found = None
-            if found is not None:
-                return copy.deepcopy(found)
-    return None
+    return _malformed_policy("vLLM")
 
 
 def register() -> None:
@@ -266,19 +240,10 @@ def _classes() -> dict[str, type]:
     FunctionCall, Parser, ReasoningParser, ToolParser = api.FunctionCall, api.Parser, api.ReasoningParser, api.ToolParser
     VLLMValidationError = api.ValidationError or ValueError
 
-    from ..core import ResponseParser, parse_response
-    from ..core.template import load_template
-    from .openai_adapter import OpenAIStreamAdapter, to_openai_message
+    from ..core import parse_response
 
     def template_of(tokenizer: Any) -> dict:
-        template = resolve_template(tokenizer)
-        if template is None:
-            raise ValueError(
-                f"--reasoning-parser/--tool-call-parser {NAME}: the tokenizer has no response_template in its "
-                "configuration and the response-templates library has none for this model"
-            )
-        load_template(template)  # a broken template fails at startup, with the field and key at fault
-        return template
+        return _template_of(tokenizer, "--reasoning-parser/--tool-call-parser")
 
     # (the ignores on the three bases: vLLM's classes, only known at run time)
     class ResponseTemplatesReasoningParser(ReasoningParser):  # type: ignore[valid-type, misc]
@@ -328,10 +293,7 @@ def _classes() -> dict[str, type]:
             self._tools = _tool_dicts(tools)
             self._ids = bool(getattr(tokenizer, "is_fast", False))  # token ids: spelled-out control tokens defused
             self._prompt: list[int] | str = [] if self._ids else ""
-            self._adapter: OpenAIStreamAdapter | None = None
-            self._broken = False
-            self._unsent = ""  # output text not accounted for yet (see parse_delta)
-            self._held: dict[int, dict] = {}  # tool-call headers waiting for their call's first arguments
+            self._stream: ReplyStream | None = None  # the streamed reply (see parse_delta)
             self._max_model_len = getattr(kwargs.get("model_config"), "max_model_len", None)
             self._prompt_length: int | None = None
             self._streamed_ids, self._last_id = 0, None  # output tokens streamed so far, the last one
@@ -340,7 +302,7 @@ def _classes() -> dict[str, type]:
             ids = list(prompt_token_ids)
             self._prompt = ids if self._ids else _decode(self.model_tokenizer, ids)
             self._prompt_length = len(ids)
-            self._adapter = None
+            self._stream = None
 
         def _cut_by_limit(self, request, count: int, last_id: int | None) -> bool:
             """Whether vLLM stopped the generation at its token limit (finish_reason "length"), which it does not
@@ -410,125 +372,43 @@ def _classes() -> dict[str, type]:
                 _decode(self.model_tokenizer, self._prompt)
             ids = list(model_output_token_ids)
             truncated = self._cut_by_limit(request, len(ids), ids[-1] if ids else None)
-            try:
-                message = parse_response(text_or_ids, self.response_template, prefix=prefix, tools=self._tools,
-                                         tokenizer=tokenizer, truncated=truncated, malformed=self.malformed)
-            except ValueError as error:  # damaged output (e.g. a call that is not JSON): the text as it is
-                _logger().warning("%s: output does not parse (%s); returned as content (%s=%s)", NAME, error,
-                                  MALFORMED_ENV, self.malformed)
+            reply = parse_whole(text_or_ids, self.response_template, prefix=prefix, tools=self._tools,
+                                tokenizer=tokenizer, truncated=truncated, malformed=self.malformed,
+                                id_factory=self._new_id)
+            if reply is None:  # damaged output (e.g. a call that is not JSON): the text as it is
                 return None, model_output, None
-            openai = to_openai_message(message, id_factory=self._new_id)
-            reasoning = openai.get("reasoning_content")
-            if reasoning is None:
-                reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
-            if self._reasoning_parser is None and reasoning:
-                reasoning = None  # only parsed when asked for
+            reasoning = reply.reasoning if self._reasoning_parser is not None else None  # only when asked for
             calls = None
-            if openai.get("tool_calls") and self._parse_tools(request, enable_auto_tools):
-                calls = [FunctionCall(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
-                         for c in openai["tool_calls"]]
-            return reasoning, openai.get("content"), calls
+            if reply.calls and self._parse_tools(request, enable_auto_tools):
+                calls = [FunctionCall(id=c.id, name=c.name, arguments=c.arguments) for c in reply.calls]
+            return reasoning or None, reply.content, calls
 
         def parse_delta(self, delta_text, delta_token_ids, request, prompt_token_ids=None, *, finished):
             self._initialize_history_tool_call_cnt(request)
-            if self._adapter is None:
+            if self._stream is None:
                 if prompt_token_ids is not None and not self._prompt:
                     self.set_prompt_token_ids(prompt_token_ids)
-                # Arguments stream while the model writes them unless a call may still turn out malformed and be
-                # taken back (content/drop policies): then each call goes out whole at its close.
-                self._adapter = OpenAIStreamAdapter(
-                    self.response_template, self._prompt, tools=self._tools,
-                    tokenizer=self.model_tokenizer if self._ids else None, id_factory=self._new_id,
-                    may_truncate=self.malformed != "raise", malformed=self.malformed,
-                )
-            if self._broken:
-                return DeltaMessage(content=delta_text) if delta_text else None
-            piece = list(delta_token_ids) if self._ids else delta_text
+                self._stream = ReplyStream(self.response_template, self._prompt, tools=self._tools,
+                                           tokenizer=self.model_tokenizer if self._ids else None,
+                                           malformed=self.malformed, id_factory=self._new_id)
             if delta_token_ids:
                 self._streamed_ids += len(delta_token_ids)
                 self._last_id = delta_token_ids[-1]
-            region_before = self._adapter.open_field
-            try:
-                chunks = self._adapter.feed(piece) if piece else []
-                if finished:
-                    chunks += self._adapter.finish(
-                        truncated=self._cut_by_limit(request, self._streamed_ids, self._last_id))
-            except ValueError as error:  # damaged output: from here on, the text as it is (see parse)
-                _logger().warning("%s: output does not parse (%s); streamed as content (%s=%s)", NAME, error,
-                                  MALFORMED_ENV, self.malformed)
-                self._broken = True
-                self._held.clear()  # a call whose arguments never started is not sent at all
-                text = self._unsent + delta_text  # the damaged region's text, never sent, then the rest as it is
-                return DeltaMessage(content=text) if text else None
-            # The output text not accounted for yet, sent as content if the output turns out damaged: the text of
-            # a region held until its close (a call), and text the parser has not decided on (a delimiter's start).
-            region = self._adapter.open_field
-            if self._adapter.holding:
-                self._unsent += delta_text
-            elif (region_before is not None and region is None) or any(
-                value for chunk in chunks for choice in chunk.get("choices", ())
-                for key, value in (choice.get("delta") or {}).items() if key != "role"
-            ):
-                self._unsent = ""  # a region closed, or this text went out
-            else:
-                self._unsent += delta_text
-            return self._delta(chunks, request, finished)
-
-        def _delta(self, chunks: list[dict], request, finished: bool = False):
-            reasoning, content = [], []
-            calls: list[dict] = []  # OpenAI tool-call deltas, consecutive ones of the same call merged
-            parse_tools = self._parse_tools(request, self._enable_auto_tools)
-            for chunk in chunks:
-                for choice in chunk.get("choices", ()):
-                    delta = choice.get("delta") or {}
-                    if delta.get("reasoning_content"):
-                        reasoning.append(delta["reasoning_content"])
-                    if delta.get("content"):
-                        content.append(delta["content"])
-                    for call in delta.get("tool_calls") or ():
-                        if not parse_tools:
-                            continue
-                        function = call.get("function") or {}
-                        if calls and calls[-1]["index"] == call["index"]:
-                            calls[-1]["arguments"] += function.get("arguments") or ""
-                            continue
-                        calls.append({"index": call["index"], "id": call.get("id"), "type": call.get("type"),
-                                      "name": function.get("name"), "arguments": function.get("arguments") or ""})
-            calls = self._hold_headers(calls, finished)
+            piece = list(delta_token_ids) if self._ids else delta_text
+            truncated = finished and self._cut_by_limit(request, self._streamed_ids, self._last_id)
+            delta = self._stream.step(delta_text, piece, finished=finished, truncated=truncated)
             fields: dict[str, Any] = {}
-            if reasoning and self._reasoning_parser is not None and getattr(request, "include_reasoning", True):
-                fields["reasoning"] = "".join(reasoning)
-            if content:
-                fields["content"] = "".join(content)
-            if calls:
+            if delta.reasoning and self._reasoning_parser is not None and getattr(request, "include_reasoning", True):
+                fields["reasoning"] = delta.reasoning
+            if delta.content:
+                fields["content"] = delta.content
+            if delta.calls and self._parse_tools(request, self._enable_auto_tools):
                 fields["tool_calls"] = [
-                    DeltaToolCall(index=c["index"], id=c["id"], type=c["type"],
-                                  function=DeltaFunctionCall(name=c["name"], arguments=c["arguments"]))
-                    for c in calls
+                    DeltaToolCall(index=c.index, id=c.id, type=c.type,
+                                  function=DeltaFunctionCall(name=c.name, arguments=c.arguments))
+                    for c in delta.calls
                 ]
             return DeltaMessage(**fields) if fields else None
-
-        def _hold_headers(self, calls: list[dict], finished: bool) -> list[dict]:
-            """A call's first delta (id, name) waits for the call's first arguments, which the adapter sends only
-            once they are final JSON (a complete argument, or the whole arguments at the call's close). So a call
-            whose text breaks before any argument is complete never appears in the client's message (with the
-            default policy its text goes out as content). A call with no arguments text at all goes out at the
-            end of the generation if the parsed message has it."""
-            ready = []
-            for call in calls:
-                held = self._held.pop(call["index"], None)
-                if held is not None:
-                    call = {**held, "arguments": held["arguments"] + call["arguments"]}
-                if call["name"] is not None and not call["arguments"]:
-                    self._held[call["index"]] = call
-                else:
-                    ready.append(call)
-            if finished and self._held:
-                assert self._adapter is not None  # parse_delta made it before calling this
-                kept = len(to_openai_message(self._adapter.message or {}).get("tool_calls") or ())
-                ready += [call for index, call in sorted(self._held.items()) if index < kept]
-                self._held.clear()
-            return ready
 
         def _new_id(self, index: int) -> str:
             state = getattr(self, "_stream_state", None)
@@ -541,23 +421,6 @@ def _classes() -> dict[str, type]:
             state.history_tool_call_cnt += 1
             return identifier
 
-    def _reasoning_closed(template: dict, tokenizer: Any, input_ids: Sequence[int]) -> bool:
-        """Whether the reasoning is over at the end of `input_ids` (a prompt): no reasoning field is open there."""
-        fields = template.get("fields") or {}
-        if not any(k in fields for k in REASONING_FIELDS):
-            return True
-        try:
-            parser = ResponseParser(template, _decode(tokenizer, list(input_ids)))
-        except Exception:
-            return False
-        open_field = None
-        for event in parser.initial_events:
-            if event["type"] == "region_open":
-                open_field = event.get("field")
-            elif event["type"] == "region_close":
-                open_field = None
-        return open_field not in REASONING_FIELDS
-
     return {
         "reasoning": ResponseTemplatesReasoningParser,
         "tool": ResponseTemplatesToolParser,
@@ -565,60 +428,7 @@ def _classes() -> dict[str, type]:
     }
 
 
-def _forced_tool_choice(request: Any) -> str | None:
-    """How the request forces a tool call ('"required"' or 'function "NAME"'), or None when it does not."""
-    choice = getattr(request, "tool_choice", None)
-    if choice == "required":
-        return '"required"'
-    if choice is None or isinstance(choice, str):
-        return None
-    function = getattr(choice, "function", None)
-    name = getattr(function, "name", None) or getattr(choice, "name", None)
-    return f'function "{name}"' if name else repr(choice)
-
-
 def _logger():
     import logging
 
     return logging.getLogger(__name__)
-
-
-def _decode(tokenizer: Any, ids: list[int]) -> str:
-    try:
-        return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    except TypeError:
-        return tokenizer.decode(ids)
-
-
-def _tool_dict(tool: Any) -> dict | None:
-    """A request's function tool as `{"type": "function", "function": {...}}`: chat completions nest the function,
-    the Responses API writes it flat (`{"type": "function", "name": ..., "parameters": ...}`); other tools: None."""
-    if hasattr(tool, "model_dump"):
-        tool = tool.model_dump(exclude_none=True)
-    if not isinstance(tool, dict):
-        return None
-    if isinstance(tool.get("function"), dict):
-        return tool
-    if tool.get("type") == "function" and isinstance(tool.get("name"), str):
-        return {"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
-    return None
-
-
-def _tool_dicts(tools: Any) -> list[dict] | None:
-    if not tools:
-        return None
-    result = [found for found in map(_tool_dict, tools) if found is not None]
-    return result or None
-
-
-def _strict_tool(tools: Any) -> str | None:
-    """The name of the first function tool that asks for strict=true (at the tool's top level or in its function),
-    or None."""
-    for tool in tools or ():
-        raw = tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else tool
-        found = _tool_dict(tool)
-        if found is None:
-            continue
-        if (isinstance(raw, dict) and raw.get("strict")) or found["function"].get("strict"):
-            return str(found["function"].get("name"))
-    return None

@@ -1,0 +1,313 @@
+"""What the engine plugins (vLLM, SGLang) share: finding a tokenizer's template, the damaged-output policy, the
+request's tools, and the state of one streamed reply.
+
+An engine plugin turns the engine's calls into these and the results back into the engine's own classes; the
+parsing, the streaming rules (what goes out when, what happens when the output turns out damaged) and the policy
+live here, once.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..core.message import MALFORMED_POLICIES as POLICIES
+
+NAME = "response_templates"
+MALFORMED_ENV = "RESPONSE_TEMPLATES_MALFORMED"
+# The message keys engines read reasoning from: our name and the one vLLM and SGLang use.
+REASONING_FIELDS = ("reasoning_content", "thinking")
+
+
+def malformed_policy(engine: str = "engine") -> str:
+    """The damaged-output policy of the server: `RESPONSE_TEMPLATES_MALFORMED` (raise, content or drop; default
+    raise). A value outside these fails, naming the variable."""
+    import os
+
+    value = os.environ.get(MALFORMED_ENV, "").strip().lower() or "raise"
+    if value not in POLICIES:
+        raise ValueError(
+            f"{MALFORMED_ENV}={os.environ[MALFORMED_ENV]!r}: the {engine} plugin of response-templates takes "
+            f"{', '.join(POLICIES)} (what to do with a tool call whose text does not parse)"
+        )
+    return value
+
+
+def resolve_template(tokenizer: Any) -> dict | None:
+    """The tokenizer's `response_template` metadata, else the library's template for it, else None."""
+    template = getattr(tokenizer, "response_template", None)
+    if not isinstance(template, dict):
+        template = (getattr(tokenizer, "init_kwargs", None) or {}).get("response_template")
+    if isinstance(template, dict):
+        return copy.deepcopy(template)
+    from ..library import template_for
+
+    for candidate in (tokenizer, getattr(tokenizer, "name_or_path", None)):
+        if candidate:
+            try:
+                found = template_for(candidate)
+            except Exception:  # an unusual tokenizer object: try the next way
+                found = None
+            if found is not None:
+                return copy.deepcopy(found)
+    return None
+
+
+def template_of(tokenizer: Any, flags: str) -> dict:
+    """The template the server parses with (see `resolve_template`), validated: a broken template fails at
+    startup with the field and key at fault. `flags` names the server options in the error."""
+    from ..core.template import load_template
+
+    template = resolve_template(tokenizer)
+    if template is None:
+        raise ValueError(
+            f"{flags} {NAME}: the tokenizer has no response_template in its configuration and the "
+            "response-templates library has none for this model"
+        )
+    load_template(template)
+    return template
+
+
+def decode(tokenizer: Any, ids: list[int]) -> str:
+    try:
+        return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    except TypeError:
+        return tokenizer.decode(ids)
+
+
+def tool_dict(tool: Any) -> dict | None:
+    """A request's function tool as `{"type": "function", "function": {...}}`: chat completions nest the function,
+    the Responses API writes it flat (`{"type": "function", "name": ..., "parameters": ...}`); other tools: None."""
+    if hasattr(tool, "model_dump"):
+        tool = tool.model_dump(exclude_none=True)
+    if not isinstance(tool, dict):
+        return None
+    if isinstance(tool.get("function"), dict):
+        return tool
+    if tool.get("type") == "function" and isinstance(tool.get("name"), str):
+        return {"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
+    return None
+
+
+def tool_dicts(tools: Any) -> list[dict] | None:
+    if not tools:
+        return None
+    result = [found for found in map(tool_dict, tools) if found is not None]
+    return result or None
+
+
+def strict_tool(tools: Any) -> str | None:
+    """The name of the first function tool that asks for strict=true (at the tool's top level or in its function),
+    or None."""
+    for tool in tools or ():
+        raw = tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else tool
+        found = tool_dict(tool)
+        if found is None:
+            continue
+        if (isinstance(raw, dict) and raw.get("strict")) or found["function"].get("strict"):
+            return str(found["function"].get("name"))
+    return None
+
+
+def forced_tool_choice(request: Any) -> str | None:
+    """How the request forces a tool call ('"required"' or 'function "NAME"'), or None when it does not."""
+    choice = getattr(request, "tool_choice", None)
+    if choice == "required":
+        return '"required"'
+    if choice is None or isinstance(choice, str):
+        return None
+    function = getattr(choice, "function", None)
+    name = getattr(function, "name", None) or getattr(choice, "name", None)
+    return f'function "{name}"' if name else repr(choice)
+
+
+def reasoning_closed(template: dict, tokenizer: Any, input_ids: Sequence[int]) -> bool:
+    """Whether the reasoning is over at the end of `input_ids` (a prompt): no reasoning field is open there."""
+    from ..core.parser import ResponseParser
+
+    fields = template.get("fields") or {}
+    if not any(k in fields for k in REASONING_FIELDS):
+        return True
+    try:
+        parser = ResponseParser(template, decode(tokenizer, list(input_ids)))
+    except Exception:
+        return False
+    open_field = None
+    for event in parser.initial_events:
+        if event["type"] == "region_open":
+            open_field = event.get("field")
+        elif event["type"] == "region_close":
+            open_field = None
+    return open_field not in REASONING_FIELDS
+
+
+def logger():
+    import logging
+
+    return logging.getLogger("response_templates.serving")
+
+
+@dataclass
+class CallDelta:
+    """A piece of one tool call as a client merges it: `id`, `type` and `name` with the first piece only."""
+
+    index: int
+    id: str | None
+    type: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass
+class ReplyDelta:
+    """What one step of a streamed reply sends: reasoning text, content text and tool-call pieces."""
+
+    reasoning: str = ""
+    content: str = ""
+    calls: list[CallDelta] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.reasoning or self.content or self.calls)
+
+
+@dataclass
+class Reply:
+    """A whole reply: reasoning, content and the calls as (name, arguments JSON text, id)."""
+
+    reasoning: str | None
+    content: str | None
+    calls: list[CallDelta]
+
+
+def parse_whole(output: Any, template: dict, *, prefix: Any, tools: list | None, tokenizer: Any = None,
+                truncated: bool = False, malformed: str = "raise",
+                id_factory: Callable[[int], str] | None = None) -> Reply | None:
+    """The whole reply as a server sends it, or None when the output is damaged and the policy is "raise" (the
+    server then answers with the output as it is, as engines' own parsers do). `output` is text, or token ids with
+    `tokenizer`; `prefix` is the prompt in the same form."""
+    from ..core.parse_whole import parse_response
+    from .openai_adapter import to_openai_message
+
+    try:
+        message = parse_response(output, template, prefix=prefix, tools=tools, tokenizer=tokenizer,
+                                 truncated=truncated, malformed=malformed)
+    except ValueError as error:  # damaged output (e.g. a call that is not JSON): the text as it is
+        logger().warning("%s: output does not parse (%s); returned as content (%s=%s)", NAME, error,
+                         MALFORMED_ENV, malformed)
+        return None
+    openai = to_openai_message(message, id_factory=id_factory)
+    reasoning = openai.get("reasoning_content")
+    if reasoning is None:
+        reasoning = next((openai[k] for k in REASONING_FIELDS if openai.get(k) is not None), None)
+    calls = [CallDelta(index, call["id"], call["type"], call["function"]["name"], call["function"]["arguments"])
+             for index, call in enumerate(openai.get("tool_calls") or ())]
+    return Reply(reasoning, openai.get("content"), calls)
+
+
+class ReplyStream:
+    """One streamed reply: feed the generation's pieces, get what to send at each step (`ReplyDelta`).
+
+    The rules both plugins follow. With the "raise" policy tool-call arguments stream while the model writes them,
+    where `OpenAIStreamAdapter` can (`may_truncate=False`); a call's id and name go out with its first final
+    arguments, never alone. If the output turns out damaged, what was sent stays sent and the text not accounted
+    for yet (a damaged call's text, then the rest of the output) follows as content; a call that broke before any
+    argument was complete was never sent. With "content" / "drop" each call goes out whole at its close, since a
+    call already streamed could turn out malformed.
+
+    `prefix` is the prompt (token ids with `tokenizer`, else text); `step(text, piece)` takes the new output text
+    and the same piece as the parser reads it (token ids with `tokenizer`, else that text)."""
+
+    def __init__(self, template: dict, prefix: Any, *, tools: list | None, tokenizer: Any = None,
+                 malformed: str = "raise", id_factory: Callable[[int], str] | None = None) -> None:
+        from .openai_adapter import OpenAIStreamAdapter
+
+        self.adapter = OpenAIStreamAdapter(template, prefix, tools=tools, tokenizer=tokenizer, id_factory=id_factory,
+                                           may_truncate=malformed != "raise", malformed=malformed)
+        self.broken = False  # the output turned out damaged: from then on the text goes out as it is
+        self._unsent = ""  # output text not accounted for yet (see step)
+        self._held: dict[int, CallDelta] = {}  # tool-call headers waiting for their call's first arguments
+        self.finished = False
+
+    def step(self, text: str, piece: Any = None, *, finished: bool = False, truncated: bool = False) -> ReplyDelta:
+        """Feed `text` (and `piece`, the same output as the parser reads it); with `finished`, end the reply
+        (`truncated`: it stopped at its token limit, so a call cut off there is left out)."""
+        piece = text if piece is None else piece
+        if self.finished:
+            raise RuntimeError("ReplyStream.step called after the reply finished")
+        self.finished = finished
+        if self.broken:
+            return ReplyDelta(content=text)
+        adapter = self.adapter
+        region_before = adapter.open_field
+        try:
+            chunks = adapter.feed(piece) if len(piece) else []
+            if finished:
+                chunks += adapter.finish(truncated=truncated)
+        except ValueError as error:  # damaged output: from here on, the text as it is
+            logger().warning("%s: output does not parse (%s); streamed as content (%s=%s)", NAME, error,
+                             MALFORMED_ENV, adapter.malformed)
+            self.broken = True
+            self._held.clear()  # a call whose arguments never started is not sent at all
+            rest, self._unsent = self._unsent + text, ""  # the damaged region's text, never sent, then the rest
+            return ReplyDelta(content=rest)
+        # The output text not accounted for yet, sent as content if the output turns out damaged: the text of a
+        # region held until its close (a call), and text the parser has not decided on (a delimiter's start).
+        if adapter.holding:
+            self._unsent += text
+        elif (region_before is not None and adapter.open_field is None) or any(
+            value for chunk in chunks for choice in chunk.get("choices", ())
+            for key, value in (choice.get("delta") or {}).items() if key != "role"
+        ):
+            self._unsent = ""  # a region closed, or this text went out
+        else:
+            self._unsent += text
+        return self._delta(chunks, finished)
+
+    @property
+    def message(self) -> dict | None:
+        """The parsed message once the reply finished (None if it turned out damaged with the "raise" policy)."""
+        return None if self.broken else self.adapter.message
+
+    def _delta(self, chunks: list[dict], finished: bool) -> ReplyDelta:
+        result = ReplyDelta()
+        calls: list[CallDelta] = []  # consecutive pieces of the same call merged
+        for chunk in chunks:
+            for choice in chunk.get("choices", ()):
+                delta = choice.get("delta") or {}
+                for key in REASONING_FIELDS:
+                    if isinstance(delta.get(key), str):
+                        result.reasoning += delta[key]
+                if isinstance(delta.get("content"), str):
+                    result.content += delta["content"]
+                for call in delta.get("tool_calls") or ():
+                    function = call.get("function") or {}
+                    if calls and calls[-1].index == call["index"]:
+                        calls[-1].arguments += function.get("arguments") or ""
+                        continue
+                    calls.append(CallDelta(call["index"], call.get("id"), call.get("type"), function.get("name"),
+                                           function.get("arguments") or ""))
+        result.calls = self._hold_headers(calls, finished)
+        return result
+
+    def _hold_headers(self, calls: list[CallDelta], finished: bool) -> list[CallDelta]:
+        """A call's first piece (id, name) waits for the call's first arguments, which the adapter sends only once
+        they are final JSON (a complete argument, or the whole arguments at the call's close). So a call whose text
+        breaks before any argument is complete never reaches the client (with the "raise" policy its text goes
+        out as content). A call with no arguments text at all goes out at the end if the parsed message has it."""
+        from .openai_adapter import to_openai_message
+
+        ready = []
+        for call in calls:
+            held = self._held.pop(call.index, None)
+            if held is not None:
+                call = CallDelta(held.index, held.id, held.type, held.name, held.arguments + call.arguments)
+            if call.name is not None and not call.arguments:
+                self._held[call.index] = call
+            else:
+                ready.append(call)
+        if finished and self._held:
+            kept = len(to_openai_message(self.adapter.message or {}).get("tool_calls") or ())
+            ready += [call for index, call in sorted(self._held.items()) if index < kept]
+            self._held.clear()
+        return ready
