@@ -568,10 +568,11 @@ def test_coverage_does_not_regress(coverage_rows):
     assert passed / total >= 0.40, module.render(rows)
 
 
-# Measured on the shared folder: 96 of 116 chat templates (docs/inference.md). The floor counts templates, not a
-# share: a new library entry whose chat template inference cannot read yet adds a row without taking a pass away.
-# Raise it as inference improves.
-COVERAGE_FLOOR = 96
+# Measured on the shared folder: 83 of 116 chat templates (docs/inference.md): the library's templates now also
+# repair damaged calls that inferred templates read as the model wrote them, which counts against a row. The floor
+# counts templates, not a share: a new library entry whose chat template inference cannot read yet adds a row
+# without taking a pass away. Raise it as inference improves.
+COVERAGE_FLOOR = 83
 
 
 @needs_folder
@@ -633,9 +634,23 @@ def test_reasoning_is_open_at_the_start_only_when_every_generation_prompt_opens_
 
 
 @needs_folder
+# Corpus cases the library templates read with what inference does not write: repairs of damaged calls and the
+# option that unescapes attribute values (docs/differences.md). Every other case must agree.
+LIBRARY_ONLY = {
+    "v3_missing_closing_brace_and_fence_then_text",
+    "v3_missing_fence_then_second_call",
+    "reply_skips_think_and_response_straight_to_tools",
+    "escaped_attribute_values_in_keys_and_tool_name",
+}
+
+
+def _agree_but_library_only(row) -> bool:
+    return all(name in LIBRARY_ONLY for name, _, _ in row.corpus_diff)
+
+
 def test_deepseek_r1_answers_after_tool_results_are_content(coverage_rows):
     row = _row(coverage_rows, "deepseek-ai--DeepSeek-R1.jinja")
-    assert row.inferred and row.corpus_same == row.corpus_total, row.corpus_diff
+    assert row.inferred and _agree_but_library_only(row), row.corpus_diff
 
 
 SECTIONED = """{%- macro type(v) %}{% if v is string %}string{% elif v is boolean %}boolean{% elif v is number %}number\
@@ -676,7 +691,7 @@ def test_markers_made_of_two_special_tokens_and_a_word():
 def test_kimi_k3_sections_are_inferred(coverage_rows):
     row = _row(coverage_rows, "llamacpp--Kimi-K3.jinja")
     assert row.inferred, row.result.reasons
-    assert row.corpus_same == row.corpus_total == 8, row.corpus_diff
+    assert row.corpus_total == 12 and _agree_but_library_only(row), row.corpus_diff
 
 
 OPENER_DROPPED_BEFORE_CALLS = """{%- for m in messages %}
