@@ -633,7 +633,6 @@ def test_reasoning_is_open_at_the_start_only_when_every_generation_prompt_opens_
         "role": "assistant", "content": "It is 1."}
 
 
-@needs_folder
 # Corpus cases the library templates read with what inference does not write: repairs of damaged calls and the
 # option that unescapes attribute values (docs/differences.md). Every other case must agree.
 LIBRARY_ONLY = {
@@ -648,6 +647,7 @@ def _agree_but_library_only(row) -> bool:
     return all(name in LIBRARY_ONLY for name, _, _ in row.corpus_diff)
 
 
+@needs_folder
 def test_deepseek_r1_answers_after_tool_results_are_content(coverage_rows):
     row = _row(coverage_rows, "deepseek-ai--DeepSeek-R1.jinja")
     assert row.inferred and _agree_but_library_only(row), row.corpus_diff
