@@ -7,10 +7,9 @@ the reason printed, when vLLM cannot be imported; on CI (CI=true) a missing vLLM
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-import pytest
+from engine_cases import SERVABLE, engine_mark, servable_cases
 
 from response_templates.authoring import engines
 from response_templates.cli import main
@@ -18,33 +17,8 @@ from response_templates.library import get_template
 
 CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 
-_missing = engines.engine_unavailable("vllm")
-if _missing and os.environ.get("CI", "").lower() == "true":
-    raise RuntimeError(f"vLLM must be installed for these tests on CI: {_missing}")
-pytestmark = pytest.mark.skipif(bool(_missing), reason=f"vLLM is not installed here: {_missing}")
-
-PROMPT = "<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n"
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
-# A template within what vLLM's hf parser serves: a `thinking` field, plain text fields, no join.
-SERVABLE = {
-    "defaults": {"role": "assistant"},
-    "start_anchor": "<|im_start|>assistant\n",
-    "fields": {
-        "thinking": {"open": "<think>", "close": "</think>"},
-        "tool_calls": {"open": "<tool_call>", "close": "</tool_call>", "repeats": True, "content": "json",
-                       "transform": {"type": "function", "function": "{content}"}},
-        "content": {"close": "<|im_end|>"},
-    },
-}
-CASES = [
-    {"name": "plain", "prefix": PROMPT, "output": "It is sunny.<|im_end|>"},
-    {"name": "reasoning", "prefix": PROMPT, "output": "<think>Easy.</think>It is sunny.<|im_end|>"},
-    {"name": "prefilled_think", "prefix": PROMPT + "<think>", "output": "Easy.</think>Sunny.<|im_end|>"},
-    {"name": "call", "prefix": PROMPT, "tools": TOOLS,
-     "output": '<think>Use the tool.</think><tool_call>{"name": "get_weather", "arguments": {"city": "Paris", '
-               '"days": "3"}}</tool_call><|im_end|>'},
-]
+pytestmark = engine_mark("vllm", "vLLM")
+CASES = servable_cases(days='"3"')
 
 
 def test_a_template_vllm_can_serve_gives_our_messages():

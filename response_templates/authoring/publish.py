@@ -482,6 +482,15 @@ def _default_verifier():
 # Which engines can serve the template
 
 
+# What each engine's built-in response-template parser cannot take, said when it refuses a template.
+_BUILT_IN_LIMITS = {  # engine: (its name, what its parser cannot take)
+    "vllm": ("vLLM", "vLLM's `hf` parser routes a reasoning field named `thinking` (not `reasoning_content`) and "
+             "refuses `join` or a `transform` on `thinking`/`content`"),
+    "sglang": ("SGLang", "SGLang's `response_template` parser takes a reasoning field named `thinking` and plain-text "
+               "`thinking`/`content` fields, and has no `python-call-list`"),
+}
+
+
 def engine_compatibility(entry: dict) -> str:
     """The `response-templates check` matrix of ``entry``'s template on the engines installed here (Markdown).
 
@@ -502,20 +511,12 @@ def engine_compatibility(entry: dict) -> str:
         "Measured with `response-templates check`: the corpus of this template parsed by each engine's own code, "
         "compared with this library's parser.\n\n" + engines.matrix_markdown(measured)
     )
-    if any(r.engine == "vllm" and r.status == engines.REJECTED for r in measured):
-        text += (
-            "\n\nvLLM's `hf` parser routes a reasoning field named `thinking` (not `reasoning_content`) and refuses "
-            "`join` or a `transform` on `thinking`/`content`; to serve this model with vLLM as it is, use the "
-            "response-templates plugin (`--reasoning-parser response_templates --tool-call-parser "
-            "response_templates`)."
-        )
-    if any(r.engine == "sglang" and r.status == engines.REJECTED for r in measured):
-        text += (
-            "\n\nSGLang's `response_template` parser takes a reasoning field named `thinking` and plain-text "
-            "`thinking`/`content` fields, and has no `python-call-list`; to serve this model with SGLang as it is, "
-            "use the response-templates plugin (`--reasoning-parser response_templates --tool-call-parser "
-            "response_templates`)."
-        )
+    for engine, (name, limits) in _BUILT_IN_LIMITS.items():
+        if any(r.engine == engine and r.status == engines.REJECTED for r in measured):
+            text += (
+                f"\n\n{limits}; to serve this model with {name} as it is, use the response-templates plugin "
+                "(`--reasoning-parser response_templates --tool-call-parser response_templates`)."
+            )
     missing = [r.engine for r in reports if not r.available]
     if missing:
         text += f"\n\nNot measured (not installed where this was published): {', '.join(missing)}."
