@@ -37,35 +37,15 @@ def library_module():
 
 def library_entry(name: str) -> dict:
     """The whole library entry (metadata + template) named `name`."""
-    library = library_module()
-    if hasattr(library, "get_entry"):
-        try:
-            return library.get_entry(name)
-        except KeyError as error:  # unknown name: the library's message lists the known ones
-            raise CLIError(str(error)) from None
-    from importlib import resources
-
-    path = resources.files("response_templates.library") / "templates" / f"{name}.json"
-    if not name or "/" in name or not path.is_file():
-        raise CLIError(f"no library template named {name!r} (see `{PROG} list`)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return library_module().get_entry(name)
+    except KeyError as error:  # unknown name: the library's message lists the known ones
+        raise CLIError(str(error)) from None
 
 
 def list_entries() -> list[dict]:
-    library = library_module()
-    if hasattr(library, "list_entries"):
-        return library.list_entries()  # metadata only: listing compiles no template
-    found = library.list_templates()
-    entries = []
-    for item in found:
-        if isinstance(item, dict):
-            entries.append(item)
-        else:
-            try:
-                entries.append(library_entry(str(item)))
-            except Exception:  # a name we cannot describe is still listed
-                entries.append({"name": str(item)})
-    return entries
+    """Every library entry's metadata (listing compiles no template)."""
+    return library_module().list_entries()
 
 
 def _unwrap(data: Any, where: str) -> Any:
