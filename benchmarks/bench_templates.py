@@ -65,10 +65,15 @@ PROSE = (
 )
 
 
+def comparable(case: dict) -> bool:
+    """A complete corpus case that transformers parses as we do (deliberate differences are marked in the corpus)."""
+    return not case.get("truncated") and "transformers_differs" not in case
+
+
 def pick_case(corpus: dict) -> dict:
     """The complete corpus case with the most kinds of fields (then the longest output), among those transformers
     parses as we do (the run compares the two; deliberate differences are marked `transformers_differs`)."""
-    cases = [case for case in corpus["cases"] if not case.get("truncated") and "transformers_differs" not in case]
+    cases = [case for case in corpus["cases"] if comparable(case)]
 
     def score(case):
         expected = case["expected"]
@@ -340,7 +345,7 @@ def run(name: str, quick: bool, short_only: bool = False) -> dict:
     row["oneshot_ours_ms"] = one_ours * 1e3
     if one_ratio is not None:
         row["oneshot_ratio"] = one_ratio
-    batch = [case for case in corpus["cases"] if not case.get("truncated")]
+    batch = [case for case in corpus["cases"] if comparable(case)]
     batch = (batch * (1000 // len(batch) + 1))[:1000]
     batch_ours, batch_ratio = paired(
         lambda: [rt.parse_response(c["output"], template, prefix=c["prefix"]) for c in batch],
