@@ -23,6 +23,7 @@ from .core import (
     parse_response,
     set_regex_timeout,
 )
+from .core.errors import GrammarError
 from .core.template import set_name_resolver
 from .integrations import _autopatch
 from .integrations.openai_adapter import OpenAIStreamAdapter, to_openai_message
@@ -51,6 +52,7 @@ __all__ = [
     "patch",
     "set_regex_timeout",
     "structural_tag",
+    "GrammarError",
     "template_for",
     "to_openai_message",
     "unpatch",
@@ -90,7 +92,6 @@ _LAZY_FROM = {
     "infer_template": "authoring.inference",
     "InferredTemplate": "authoring.inference",
     "structural_tag": "authoring.grammar",
-    "GrammarError": "authoring.grammar",
 }
 
 
