@@ -64,6 +64,8 @@ def test_json_parameters_are_typed_as_transformers_types_them():
         ('{city-name:<|"|>Oslo<|"|>}', {"city-name": "Oslo"}),
         ('{a:[None, True],"b":"True"}', {"a": [None, True], "b": "True"}),
         ('{Nonesuch:1,TrueValue:2}', {"Nonesuch": 1, "TrueValue": 2}),
+        # the empty key, which the chat templates write as nothing
+        ('{:1,a:{:<|"|>x<|"|>},b:[{ :[]}]}', {"": 1, "a": {"": "x"}, "b": [{"": []}]}),
     ],
 )
 def test_unquoted_key_dialect_reads_python_constants_and_spaced_keys(text, expected):

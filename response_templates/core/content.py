@@ -112,11 +112,12 @@ def _restore(working: str, cut: list) -> str:
 
 
 # In the unquoted-key dialect, after the first reading failed: a JSON string (kept), a Python constant, or a bare key
-# that holds spaces or other non-word characters (`{Basic LLM Chain:{...}}`), up to its ':'.
+# that holds spaces or other non-word characters (`{Basic LLM Chain:{...}}`), up to its ':'. The key may be empty:
+# the chat templates write the empty key as nothing (`{:1}` for {"": 1}).
 _PYTHONIC = regex.compile(
     r'"(?:\\.|[^"\\])*"'
     r"|(?<![\w.])(True|False|None)(?![\w.])"
-    r'|(?<=[{,])(\s*)([^\s"{}\[\],:\x01\x02](?:[^"{}\[\],:\x01\x02\n]*[^\s"{}\[\],:\x01\x02])?)(\s*):'
+    r'|(?<=[{,])(\s*)((?:[^\s"{}\[\],:\x01\x02](?:[^"{}\[\],:\x01\x02\n]*[^\s"{}\[\],:\x01\x02])?)?)(\s*):'
 )
 _JSON_WORDS = {"True": "true", "False": "false", "None": "null"}
 
