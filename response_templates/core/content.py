@@ -136,6 +136,13 @@ def parse_json(text: str, args: dict) -> Any:
     delims = args.get("string_delims") or []
     working = text
     cut: list[str] = []
+    if delims and '"' in text:
+        # Text that is JSON as written is read so: a delimiter inside its strings is text (Olmo 3 writes dict
+        # arguments as JSON, where a single quote is an apostrophe). transformers cuts the delimiters first.
+        try:
+            return load_json(text)
+        except (JSONTooDeepError, json.JSONDecodeError):
+            pass
     if delims:
         if _SLOT_START in text or _SLOT_END in text:
             raise ValueError("json: the text holds the reserved characters \\x01 or \\x02 and cannot be parsed safely")
