@@ -57,11 +57,14 @@ class Shapes:
 
     calls: bool = True  # the checked turn may carry tool calls
     parallel: bool = True  # ... more than one
-    content_with_calls: bool = True  # ... and text besides its calls
+    # ... and text besides its calls: "kept"; "dropped" (generated, and the chat template leaves it out: the message
+    # as it reads has none); "reasoning" (the chat template writes it as the turn's reasoning); "absent" (not generated)
+    text_with_calls: str = "kept"
     plain: bool = True  # the checked turn may be an answer without calls
     plain_with_tools: bool = True  # ... rendered with tool schemas
     reasoning_only: bool = True  # ... holding reasoning and no content
     history_calls: bool = True  # earlier assistant turns may carry calls
+    calls_after_history_calls: bool = True  # ... also when the checked turn carries calls
     tools: str = "any"  # "any": tool schemas given when calls need them (and at random otherwise); "always"; "never"
     max_arguments: int | None = None  # top-level arguments per call
     system: bool = True  # the history may open with a system message
@@ -69,23 +72,25 @@ class Shapes:
     text_after_calls_not_starting: str = ""  # characters the text of a turn with calls does not start with
 
 
-_NO_TEXT_WITH_CALLS = "the chat template drops (or moves) the text of an assistant message that has tool calls"
+_NO_TEXT_WITH_CALLS = "the chat template drops the text of an assistant message that has tool calls"
 
-# (entry, chat template file or None for all of the entry's files): (shapes, why). These restate the entry's own
-# verify options (skip_cases / cases), which say which canonical shapes the chat template cannot render.
+# (entry, chat template file or None for all of the entry's files): (shapes, why); a file's entry adds to its
+# entry's. Most restate the entry's verify options (skip_cases / cases: the canonical shapes the chat template cannot
+# render); the others are what random conversations showed the chat template cannot render (a system message, a
+# list of types in a schema) or leaves out (the text next to calls).
 SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
     ("apriel_thinker", None): (
-        Shapes(plain=False, content_with_calls=False),
+        Shapes(plain=False, text_with_calls="absent"),
         "the chat template renders an answer without reasoning as bare text, without the '[BEGIN FINAL RESPONSE]' "
         "marker the model writes; the scenario has no reasoning, so only calls are rendered faithfully",
     ),
-    ("cohere-command", None): (Shapes(content_with_calls=False), _NO_TEXT_WITH_CALLS),
+    ("cohere-command", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
     ("cohere-command", "CohereLabs--tiny-aya-earth.jinja"): (
         Shapes(calls=False, history_calls=False, tools="never"),
         "the entry is verified on plain answers only with this chat template",
     ),
     ("deepseek_r1", None): (
-        Shapes(history_calls=False),
+        Shapes(calls_after_history_calls=False),
         "template bug: its is_first flag is never reset, so a second tool-calling assistant turn is rendered "
         "without the calls-begin marker",
     ),
@@ -106,9 +111,9 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
     ),
     ("gigachat3.5", None): (Shapes(reasoning_only=False), "the chat template raises on a turn holding only reasoning"),
     ("gpt-oss", None): (
-        Shapes(content_with_calls=False, parallel=False),
-        "the chat template renders the content of a tool-call message as an analysis (reasoning) message, and "
-        "only the first tool call of a message",
+        Shapes(text_with_calls="reasoning", parallel=False),
+        "the chat template writes the text of a tool-call message as an analysis (reasoning) message, so it reads "
+        "as reasoning; and it renders only the first tool call of a message",
     ),
     ("gemma-2", None): (Shapes(system=False), "the chat template raises on a system message"),
     ("granite-3", None): (
@@ -116,7 +121,7 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
         "the entry is verified on plain answers only (the chat template's tool-call rendering is not the model's)",
     ),
     ("hermes", None): (
-        Shapes(content_with_calls=False, union_types=False),
+        Shapes(text_with_calls="dropped", union_types=False),
         _NO_TEXT_WITH_CALLS + "; its json_to_python_type macro recurses forever on a list of types (it iterates "
         "over the letters of 'null')",
     ),
@@ -136,32 +141,32 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
         Shapes(calls=False, history_calls=False, tools="never"),
         "the entry is verified on plain answers only with this chat template",
     ),
-    ("llama3.1", None): (Shapes(content_with_calls=False), _NO_TEXT_WITH_CALLS),
+    ("llama3.1", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
     ("mistral", "mistralai--Mistral-Small-3.2-24B-Instruct-2506.jinja"): (
-        Shapes(content_with_calls=False),
+        Shapes(text_with_calls="dropped"),
         _NO_TEXT_WITH_CALLS,
     ),
     ("mistral_v3", "mistralai--Mistral-Small-3.1-24B-Instruct-2503.jinja"): (
-        Shapes(content_with_calls=False),
+        Shapes(text_with_calls="dropped"),
         _NO_TEXT_WITH_CALLS,
     ),
     ("mistral_v3", "mistralai--mistral-common-v3.jinja"): (
-        Shapes(content_with_calls=False),
+        Shapes(text_with_calls="absent"),
         "the chat template raises on an assistant message with both content and tool calls",
     ),
     ("mistral_v3", "mistralai--mistral-common-v3_spm.jinja"): (
-        Shapes(content_with_calls=False),
+        Shapes(text_with_calls="absent"),
         "the chat template raises on an assistant message with both content and tool calls",
     ),
     ("mistral_v3", "mistralai--Mistral-Nemo-Instruct-2407.jinja"): (
-        Shapes(system=False, content_with_calls=False),
+        Shapes(system=False, text_with_calls="dropped"),
         _NO_TEXT_WITH_CALLS + "; the chat template writes the system message into the [INST] of the last message when it is a user turn: "
         "the prompt (ending on that user turn) holds it there, the full rendering does not, so the prompt is not "
         "a prefix of the full rendering",
     ),
-    ("minimax_m1", None): (Shapes(content_with_calls=False), _NO_TEXT_WITH_CALLS),
+    ("minimax_m1", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
     ("nemotron_nano_v2", None): (
-        Shapes(plain=False, content_with_calls=False),
+        Shapes(plain=False, text_with_calls="absent"),
         "the chat template renders a final plain assistant turn as '<think>' + newline + content without closing "
         "the think block, and splits text before calls into a separate turn",
     ),
@@ -169,7 +174,7 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
         Shapes(calls=False),
         "the Think chat template never renders assistant tool calls",
     ),
-    ("olmo3", None): (Shapes(content_with_calls=False), _NO_TEXT_WITH_CALLS),
+    ("olmo3", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
     ("phi-4-mini", None): (
         Shapes(tools="always"),
         "the llama.cpp template loops over `tools` whenever the variable is defined, so it fails with tools=None",
@@ -178,8 +183,8 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
         Shapes(calls=False),
         "the entry is verified on answers only (the chat template reads reasoning from the content string)",
     ),
-    ("solar_open", None): (Shapes(content_with_calls=False), _NO_TEXT_WITH_CALLS),
-    ("xlam", None): (Shapes(content_with_calls=False), _NO_TEXT_WITH_CALLS),
+    ("solar_open", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
+    ("xlam", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
 }
 
 
@@ -431,7 +436,7 @@ def _conversation(rng: random.Random, shapes: Shapes, reasoning: bool, limits: V
     if kind == "calls":
         count = rng.choice([1, 1, 2, 3]) if shapes.parallel else 1
         message["tool_calls"] = [_call(rng, tools, limits) for _ in range(count)]
-        message["content"] = _edge_spaces(rng, _text(rng)) if shapes.content_with_calls and rng.random() < 0.5 else ""
+        message["content"] = _edge_spaces(rng, _text(rng)) if shapes.text_with_calls != "absent" and rng.random() < 0.5 else ""
         if message["content"].lstrip()[:1] in tuple(shapes.text_after_calls_not_starting):
             message["content"] = "so " + message["content"].lstrip()
     else:
@@ -445,7 +450,8 @@ def _conversation(rng: random.Random, shapes: Shapes, reasoning: bool, limits: V
         history.append({"role": "system", "content": _text(rng)})
     if rng.random() < 0.4:
         history.append({"role": "user", "content": _text(rng)})
-        if shapes.history_calls and (kind == "calls" or shapes.plain_with_tools) and rng.random() < 0.7:
+        allowed = shapes.calls_after_history_calls if kind == "calls" else shapes.plain_with_tools
+        if shapes.history_calls and allowed and rng.random() < 0.7:
             call = _call(rng, tools, limits)
             turn: dict = {"role": "assistant", "content": "", "tool_calls": [call]}
             if reasoning:
@@ -472,6 +478,16 @@ def _conversation(rng: random.Random, shapes: Shapes, reasoning: bool, limits: V
 
 
 # --- comparison ------------------------------------------------------------------------------------------------
+
+
+def _as_read(message: dict, shapes: Shapes) -> dict:
+    """The assistant message as the rendered turn says it (what a chat template leaves out is not there to read)."""
+    if not message.get("tool_calls") or not message.get("content") or shapes.text_with_calls == "kept":
+        return message
+    read = {**message, "content": ""}
+    if shapes.text_with_calls == "reasoning":
+        read["reasoning_content"] = message["content"]
+    return read
 
 
 def _strip_all(value):
@@ -585,6 +601,7 @@ def run_template(name: str, file: str, folder: Path, conversations: int = CONVER
             streamed = _stream(template, generation, prompt, tools, rng)
             assert streamed == parsed, f"{where}: streamed {streamed!r}\none-shot {parsed!r}\ngeneration {generation!r}"
             tally.conversations += 1
+            message = _as_read(message, shapes)
             case = (where, message, parsed, generation)
             if _view(parsed, False) == _view(message, False):
                 tally.exact += 1
