@@ -87,7 +87,7 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
     ("cohere-command", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
     ("cohere-command", "CohereLabs--tiny-aya-earth.jinja"): (
         Shapes(calls=False, history_calls=False, tools="never"),
-        "the entry is verified on plain answers only with this chat template",
+        "Tiny Aya's chat template renders no tools and no tool calls",
     ),
     ("deepseek_r1", None): (
         Shapes(calls_after_history_calls=False),
@@ -96,7 +96,7 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
     ),
     ("deepseek_r1", "deepseek-ai--DeepSeek-R1-Distill-Qwen-32B.jinja"): (
         Shapes(calls=False, history_calls=False, tools="never"),
-        "the distilled model's chat template renders no tools",
+        "the R1-Distill chat template renders no tool calls",
     ),
     ("gemma-3", None): (
         Shapes(max_arguments=1, text_after_calls_not_starting="\"',)]}"),
@@ -107,7 +107,7 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
     ),
     ("gemma-3", "google--gemma-3-1b-it.jinja"): (
         Shapes(calls=False, history_calls=False, tools="never"),
-        "the entry is verified on plain answers only with this chat template",
+        "Gemma 3's official chat template cannot render tool calls or tool messages",
     ),
     ("gigachat3.5", None): (Shapes(reasoning_only=False), "the chat template raises on a turn holding only reasoning"),
     ("gpt-oss", None): (
@@ -118,7 +118,7 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
     ("gemma-2", None): (Shapes(system=False), "the chat template raises on a system message"),
     ("granite-3", None): (
         Shapes(calls=False),
-        "the entry is verified on plain answers only (the chat template's tool-call rendering is not the model's)",
+        "the Granite 3.3 chat template renders only the content of assistant turns, never their tool calls",
     ),
     ("hermes", None): (
         Shapes(text_with_calls="dropped", union_types=False),
@@ -139,7 +139,7 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
     ),
     ("lfm2", "LiquidAI--LFM2-1.2B.jinja"): (
         Shapes(calls=False, history_calls=False, tools="never"),
-        "the entry is verified on plain answers only with this chat template",
+        "the LFM2 (v1) chat template renders no assistant tool calls",
     ),
     ("llama3.1", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
     ("mistral", "mistralai--Mistral-Small-3.2-24B-Instruct-2506.jinja"): (
@@ -181,7 +181,7 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
     ),
     ("smollm3", None): (
         Shapes(calls=False),
-        "the entry is verified on answers only (the chat template reads reasoning from the content string)",
+        "the chat template does not render assistant tool calls",
     ),
     ("solar_open", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
     ("xlam", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
