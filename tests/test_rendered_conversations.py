@@ -203,10 +203,11 @@ _SAFE_INTEGERS = "python-call-list refuses integers beyond ±(2^53 - 1), as tran
 # not a parser miss; keep them narrow. Entries whose calls are python-call-list get the integer range by themselves.
 VALUE_LIMITS: dict[str, tuple[ValueLimits, str]] = {
     "lfm2": (
-        ValueLimits(string_chars="'\"\\\n", safe_integers=True),
+        ValueLimits(string_chars="'\"\\\n\xa0", safe_integers=True),
         "the chat template wraps string values in single quotes without escaping them, so a value holding a quote, "
-        "a backslash or a line break is not a Python literal (the entry's verify options skip such values too); "
-        + _SAFE_INTEGERS,
+        "a backslash or a line break is not a Python literal (the entry's verify options skip such values too), and "
+        "writes object and array values with Python's str(), whose \\xa0 for a no-break space is no python-call-list "
+        "escape (transformers 5.25 refuses it too); " + _SAFE_INTEGERS,
     ),
     "olmo3": (
         ValueLimits(identifier_names=True),
@@ -452,14 +453,14 @@ def _conversation(rng: random.Random, shapes: Shapes, reasoning: bool, limits: V
         history.append({"role": "user", "content": _text(rng)})
         allowed = shapes.calls_after_history_calls if kind == "calls" else shapes.plain_with_tools
         if shapes.history_calls and allowed and rng.random() < 0.7:
-            call = _call(rng, tools, limits)
-            turn: dict = {"role": "assistant", "content": "", "tool_calls": [call]}
+            calls = [_call(rng, tools, limits) for _ in range(rng.choice([1, 1, 2]) if shapes.parallel else 1)]
+            turn: dict = {"role": "assistant", "content": "", "tool_calls": calls}
             if reasoning:
                 turn["reasoning_content"] = _text(rng)
             history.append(turn)
-            history.append(
-                {"role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"], "content": json.dumps({"result": _text(rng)}, ensure_ascii=False)}
-            )
+            for call in calls:
+                result = json.dumps({"result": _text(rng)}, ensure_ascii=False)
+                history.append({"role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"], "content": result})
         answer: dict = {"role": "assistant", "content": _text(rng)}
         if reasoning:
             answer["reasoning_content"] = _text(rng)
