@@ -99,11 +99,12 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
         "the R1-Distill chat template renders no tool calls",
     ),
     ("gemma-3", None): (
-        Shapes(max_arguments=1, text_after_calls_not_starting="\"',)]}"),
+        Shapes(max_arguments=1, text_after_calls_not_starting="\"',)]}`"),
         "the chat template drops the commas between keyword arguments (a jinja2 loop-scoping bug): only calls "
         "with at most one argument render as valid calls; it writes the text right after the call list, with no "
         "separator, so text starting with a quote, a comma or a closing bracket cannot be told from a string "
-        "argument holding ')]' (the call list only ends at ')]' followed by anything else)",
+        "argument holding ')]' (the call list only ends at ')]' followed by anything else), and text starting "
+        "with ``` reads as the closing fence of a ```tool_code block",
     ),
     ("gemma-3", "google--gemma-3-1b-it.jinja"): (
         Shapes(calls=False, history_calls=False, tools="never"),
