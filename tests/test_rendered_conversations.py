@@ -7,9 +7,13 @@ without it, the generation cut out). The generation is parsed one-shot and strea
 must agree, and the parsed message is compared with the message that was rendered: exactly, and up to whitespace
 at the ends of strings (most chat templates strip the texts they write).
 
-What a chat template cannot render is not generated, per template and with the reason (`SHAPES`); what no
-format of a kind can represent is left out of the generated values, per template, with the reason
-(`VALUE_LIMITS`). Everything else must come back. Run with `-s` for the per-template table and the totals.
+What a chat template cannot render is not generated, and what it leaves out (the text next to calls) is not
+expected back, per template and with the reason (`SHAPES`); what a format cannot represent is left out of the
+generated values, per template, with the reason (`VALUE_LIMITS`). No text holds a format's own markers (a known
+limitation of every format that writes strings raw); words that merely resemble markup ('call:', '</', '<|',
+'<param', '```json') are generated. Everything else must come back: no parse error, the stream equal to the
+one-shot parse, every message right up to whitespace at the ends of its strings, and exactly right when no string
+has whitespace at its ends. Run with `-s` for the per-template counts and the totals.
 """
 
 from __future__ import annotations
