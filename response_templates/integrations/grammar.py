@@ -518,7 +518,19 @@ def _strip_ws(pieces: list, leading: bool) -> list:
     while pieces and (pieces[0 if leading else -1].kind == "opt"
                       or pieces[0 if leading else -1].kind == "ws" and pieces[0 if leading else -1].size == 0):
         pieces.pop(0 if leading else -1)
-    return pieces
+    # an optional part inside the literal text at that edge (Hunyuan's `<tool_call(?::opensource)?>`) is left out,
+    # so that the begin or end stays the whole literal, written as the canonical spelling
+    order = pieces if leading else pieces[::-1]
+    kept: list = []
+    at = 0
+    while at < len(order):
+        if order[at].kind == "lit":
+            kept.append(order[at])
+        elif not (order[at].kind == "opt" and kept and at + 1 < len(order) and order[at + 1].kind == "lit"):
+            break
+        at += 1
+    kept += order[at:]
+    return _merge(kept if leading else kept[::-1])
 
 
 def _sample(schema: Any, depth: int = 0) -> Any:
