@@ -36,7 +36,7 @@ import regex
 
 from ..core.errors import GrammarError
 from ..core.parse_whole import parse_response
-from ..core.template import CompiledTemplate, load_template
+from ..core.template import CompiledTemplate, load_template, spelled_literals
 
 __all__ = ["GrammarError", "explain", "structural_tag"]
 
@@ -364,7 +364,7 @@ def _literal_runs(pattern: str, spellings: bool = True) -> list:
             if op is _sre.LITERAL:
                 active = [run + chr(av) for run in active]
                 continue
-            choices = _literal_choices([(op, av)]) if spellings else None
+            choices = spelled_literals([(op, av)], optional=True, most=_RUN_VARIANTS) if spellings else None
             if choices is not None and len(active) * len(choices) <= _RUN_VARIANTS:
                 # a few literal spellings (`s?`, `(?:functions\\.)?`, `(?:a|b)`) go on with each run: Kimi's
                 # `<\\|tool_calls?_section_begin\\|>` is the marker `<|tool_calls_section_begin|>`, not two pieces
@@ -399,34 +399,6 @@ def _literal_runs(pattern: str, spellings: bool = True) -> list:
     runs.extend(visit(list(parsed), [""]))
     found = [run for run in runs if run]
     return found + [run for run in _literal_runs(pattern, False) if run not in found] if spellings else found
-
-
-def _literal_choices(items: Any) -> list | None:
-    """The texts `items` can match when they are a few literal spellings (literals, optional literals, groups and
-    alternatives of them), else None."""
-    texts = [""]
-    for op, av in items:
-        if op is _sre.LITERAL:
-            texts = [text + chr(av) for text in texts]
-            continue
-        if op is _sre.SUBPATTERN:
-            inner = _literal_choices(av[3])
-        elif op is _sre.BRANCH:
-            inner = []
-            for alternative in av[1]:
-                spellings = _literal_choices(alternative)
-                if spellings is None:
-                    return None
-                inner += spellings
-        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and av[0] == 0 and av[1] == 1:
-            body = _literal_choices(av[2])
-            inner = None if body is None else [""] + body
-        else:
-            return None
-        if inner is None or len(texts) * len(inner) > _RUN_VARIANTS:
-            return None
-        texts = [text + spelling for text in texts for spelling in inner]
-    return texts
 
 
 def _markers(source: dict) -> list:
