@@ -457,6 +457,23 @@ def test_the_constraint_follows_the_prompt_and_the_reasoning_parser():
     assert _admits(whole.structured_outputs, "The user wants Paris.\n</think>\n\n" + WEATHER_CALL)
 
 
+def test_the_reasoning_parser_tells_vllm_where_the_reasoning_ends():
+    """vLLM starts a constraint once `is_reasoning_end` says the reasoning is over (on the prompt, then on the
+    prompt and the output so far): right after the closer, even while the parser still holds it because whitespace
+    follows (an empty block that enable_thinking=false prefilled), and not inside a closer half written."""
+    from vllm.reasoning import ReasoningParserManager
+
+    tokenizer = engines._tokenizer(get_template("qwen3"))
+    vllm_plugin.register()
+    reasoning = ReasoningParserManager.get_reasoning_parser("response_templates")(tokenizer)
+    prompt = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    for tail, over in (("", True), ("<think>\n", False), ("<think>\n\n</think>\n\n", True),
+                       ("<think>\nHm.</thi", False), ("<think>\nHm.</think>", True)):
+        ids = tokenizer.encode(prompt + tail, add_special_tokens=False)
+        assert reasoning.is_reasoning_end(ids) is over, tail
+        assert reasoning.is_reasoning_end_streaming(ids, ids[-1:]) is over, tail
+
+
 def test_a_template_the_compiler_cannot_express_is_refused_with_the_reason():
     """Llama 3.1 opens a call with a bare `{`: no grammar can keep text from opening calls, so a forced choice is
     answered with a validation error (HTTP 400) that says so; "auto" still works, unconstrained."""

@@ -214,23 +214,23 @@ def xgrammar_refuses(tag_json: str) -> str:
 
 
 def reasoning_closed(template: dict, tokenizer: Any, input_ids: Sequence[int]) -> bool:
-    """Whether the reasoning is over at the end of `input_ids` (a prompt): no reasoning field is open there."""
-    from ..core.parser import ResponseParser
+    """Whether the reasoning is over at the end of `input_ids` (a prompt, or a prompt and the output so far): text
+    written next would not be reasoning. Engines ask this to start a constraint after the reasoning, so a closer
+    the parser still holds (`</think>` followed by whitespace, which the next text may extend) counts as closed."""
+    from ..core.parse_whole import parse_response
 
     fields = template.get("fields") or {}
     if not any(k in fields for k in REASONING_FIELDS):
         return True
     try:
-        parser = ResponseParser(template, decode(tokenizer, list(input_ids)))
+        message = parse_response(_PROBE, template, prefix=decode(tokenizer, list(input_ids)))
     except Exception:
         return False
-    open_field = None
-    for event in parser.initial_events:
-        if event["type"] == "region_open":
-            open_field = event.get("field")
-        elif event["type"] == "region_close":
-            open_field = None
-    return open_field not in REASONING_FIELDS
+    return not any(_PROBE in (message.get(k) or "") for k in REASONING_FIELDS if isinstance(message.get(k), str))
+
+
+# Text written after a prompt to see which region it lands in (plain text that opens and closes nothing).
+_PROBE = "Probe"
 
 
 def logger():
