@@ -362,9 +362,11 @@ def _classes() -> dict[str, type]:
                      else "parallel_tool_calls=false")
             parameter = "tool_choice" if forced else "tools" if strict is not None else "parallel_tool_calls"
 
-            def refuse(why: str):
-                return VLLMValidationError(f"{asked} with --tool-call-parser {NAME}: {why}", parameter=parameter,
-                                           value=forced or strict or False)
+            error_cls: Any = VLLMValidationError  # vLLM's, which takes parameter= and value=
+
+            def refuse(why: str) -> Exception:
+                return error_cls(f"{asked} with --tool-call-parser {NAME}: {why}", parameter=parameter,
+                                 value=forced or strict or False)
 
             if api.StructuredOutputsParams is None or not hasattr(request, "structured_outputs"):
                 raise refuse(f"{api.release} has no structured outputs to carry the tool-call constraint")
