@@ -924,10 +924,9 @@ def structural_tag(template: Any, tools: Any = None, *, prefix: str = "", tool_c
     (tells whether the prompt left a reasoning block open). `tool_choice`: "auto" (the model chooses; a call, once
     opened, must be complete and valid), "required" (at least one call), "none" (no call), or
     {"type": "function", "function": {"name": ...}} (that call). `parallel_tool_calls=False`: at most one call.
-    Raises `GrammarError` when the template cannot be expressed (the message says why).
-
-    `_after_reasoning` (for engines that apply a constraint only once the reasoning is over, as vLLM does with a
-    reasoning parser): a reasoning block the prompt left open counts as closed, so the grammar starts after it."""
+    Raises `GrammarError` when the template cannot be expressed (the message says why)."""
+    # `_after_reasoning`, for engines that apply a constraint only once the reasoning is over (vLLM with a reasoning
+    # parser): a reasoning block the prompt left open counts as closed, so the grammar starts after it.
     tool_names = [name for name, _ in _tool_list(tools)]
     _check_choice(tool_choice, tool_names)
     prefix = prefix if prefix is not None else ""
