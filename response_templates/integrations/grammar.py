@@ -1124,7 +1124,7 @@ def _check_choice(tool_choice: Any, names: list) -> None:
 
 
 def structural_tag(template: Any, tools: Any = None, *, prefix: str = "", tool_choice: Any = "auto",
-                   parallel_tool_calls: bool = True) -> dict:
+                   parallel_tool_calls: bool = True, _after_reasoning: bool = False) -> dict:
     """An xgrammar structural tag (JSON form) that constrains a model writing with `template` to call `tools`.
 
     `template`: a template dict, a compiled template or a library name. `prefix`: the prompt, as for the parser
@@ -1132,9 +1132,15 @@ def structural_tag(template: Any, tools: Any = None, *, prefix: str = "", tool_c
     opened, must be complete and valid), "required" (at least one call), "none" (no call), or
     {"type": "function", "function": {"name": ...}} (that call). `parallel_tool_calls=False`: at most one call.
     Raises `GrammarError` when the template cannot be expressed (the message says why)."""
+    # `_after_reasoning`, for engines that apply a constraint only once the reasoning is over (vLLM with a reasoning
+    # parser): a reasoning block the prompt left open counts as closed, so the grammar starts after it.
     tool_names = [name for name, _ in _tool_list(tools)]
     _check_choice(tool_choice, tool_names)
-    plan = _plan(template, tools if tool_choice != "none" else None, prefix if prefix is not None else "")
+    prefix = prefix if prefix is not None else ""
+    tools = tools if tool_choice != "none" else None
+    plan = _plan(template, tools, prefix)
+    if _after_reasoning and plan.reasoning_open is not None:
+        plan = _plan(template, tools, prefix + plan.reasoning_open)
     return copy.deepcopy(_build(plan, tool_choice, bool(parallel_tool_calls)))
 
 
