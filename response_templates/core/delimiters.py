@@ -106,6 +106,7 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     start = pos
     end = len(buffer)
     scan = item.delimiter.scan
+    live = False
     if eos and end <= SHORT_SEARCH:
         return _short_search(item, buffer, pos, memo, key, base), end
     if memo is not None:
@@ -123,7 +124,10 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
         if start > limit:
             # every candidate left lies past what can be committed now (an earlier delimiter holds before it)
             return None, end
-        if not eos and first_candidate(scan, buffer, start) >= end:
+        # The last scan stopped at a candidate where a match began (held back, or a match that more text could
+        # change): it is tried first, without looking for candidates (text added since cannot start an earlier one).
+        live = memo.get((key, "live")) == start + base
+        if not live and not eos and first_candidate(scan, buffer, start) >= end:
             # no trigger in the text since the last scan and no lead run at its end: nothing can start there
             memo[key] = end + base
             return None, end
@@ -135,10 +139,13 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
         state = memo.setdefault((key, "guards"), [0, []])
         guards = track_guards(scan, buffer, state[1], state, base)
     kind, match, at, dead = scan_pattern(
-        item.delimiter.regex, scan, buffer, pos, start, eos, limit, _quick(item) if scan.safe else _timer(item), guards
+        item.delimiter.regex, scan, buffer, pos, start, eos, limit, _quick(item) if scan.safe else _timer(item), guards,
+        live,
     )
     if memo is not None:
         memo[key] = dead + base
+        if kind is not None:
+            memo[(key, "live")] = at + base
         if kind == "hold" and end - at > LONG_HOLD:
             memo[(key, "held")] = (at + base, end + base, end + base)
     if kind is None:
