@@ -323,12 +323,13 @@ def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tu
     window = buffer[offset:]
     span = (start - offset, match.end() - offset)
     scan = item.delimiter.scan
-    # anchored tries of a pattern without nested or adjacent repeats skip regex's per-call timeout (see _quick)
-    run = _quick(item) if scan is not None and scan.safe else _timer(item)
+    # anchored tries of a pattern without nested or adjacent repeats skip regex's per-call timeout (see _quick; None:
+    # the probe loop below checks the budget itself)
+    run = None if scan is not None and scan.safe else _timer(item)
     if probes is None:
         twin = _preferred_twin(pattern)
         if twin is not None:
-            if run(twin.match, window, span[0], partial=True) is None:
+            if (run or _quick(item))(twin.match, window, span[0], partial=True) is None:
                 # no way regex prefers to this match reaches the end, so more text cannot change it, unless the match
                 # itself leans on the end (a lookahead, `\Z`): the one probe for that
                 probes = ("\x00",)
@@ -337,17 +338,26 @@ def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tu
                 # (`<a(?:x{5}y)?` on `<axxx`). With a lookbehind, `regex` may report a failing one as reaching the
                 # end: the probes decide.
                 return match, start
-    for probe in item.delimiter.probes if probes is None else probes:
-        extended = run(pattern.match, window + probe, span[0])
-        if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
-            return match, start
     if probes is None:
         # The fixed probes are the shortest continuations only: a long literal cut by the end of the buffer
         # (`<|START_R`) is completed with its own rest, which may give a preferred, longer match at the same start.
-        for probe in _completions(pattern.pattern, window, span[1]):
-            extended = run(pattern.match, window + probe, span[0])
-            if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
-                return match, start
+        # Those few are tried first: when one changes the match, the hundreds of fixed probes need not run (the answer
+        # does not depend on the order).
+        probes = (*_completions(pattern.pattern, window, span[1]), *item.delimiter.probes)
+    at, groups, match_at = span[0], match.groupdict(), pattern.match
+    for probe in probes:
+        if run is None:  # (`_quick`, inlined: hundreds of probes may run)
+            try:
+                regex_time_left()
+            except TimeoutError:
+                raise RegexTimeoutError(
+                    timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(pattern.pattern)}")
+                ) from None
+            extended = match_at(window + probe, at)
+        else:
+            extended = run(match_at, window + probe, at)
+        if extended is None or extended.span() != span or extended.groupdict() != groups:
+            return match, start
     return match, end
 
 
