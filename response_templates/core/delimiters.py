@@ -19,7 +19,7 @@ from .errors import (
     timeout_message,
 )
 from .regex_syntax import REGEX_ONLY_SYNTAX, work
-from .scanner import NOT_SPACE, first_candidate, quiet, scan_pattern, track_guards
+from .scanner import NOT_SPACE, Shifted, first_candidate, quiet, scan_pattern, track_guards
 from .template import Watch, WatchItem, literal_runs
 
 # Consumed text kept before the scan position, for \b and the like in delimiter patterns (templates whose
@@ -124,6 +124,11 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
         if start > limit:
             # every candidate left lies past what can be committed now (an earlier delimiter holds before it)
             return None, end
+        final = memo.get((key, "final"))
+        if final is not None and final[0] - base == start:
+            # the match found there by the last scan, which no text added since can change (see below), still waits
+            # behind a delimiter held before it
+            return (final[2] if final[1] == base else Shifted(final[2], final[1] - base)), end
         # The last scan stopped at a candidate where a match began (held back, or a match that more text could
         # change): it is tried first, without looking for candidates (text added since cannot start an earlier one).
         live = memo.get((key, "live")) == start + base
@@ -151,10 +156,17 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     if kind is None:
         return None, end
     if kind == "match":
+        found = match, end
         if not eos and end - match.end() <= CONTEXT_KEPT:
             # no way through the pattern reaches the end, but `$`, `\b` or a lookahead may still lean on it
-            return _settle_probe(item, buffer, match, end, ("\x00",))
-        return match, end
+            found = _settle_probe(item, buffer, match, end, ("\x00",))
+        if memo is not None and not eos and found[1] == end and scan.guards is None and _preferred_twin(item.delimiter.regex) is not None:
+            # A complete match in partial mode, where no way tried before it (nor its own) reached the end of the text,
+            # and no syntax that partial mode may take as final at the end (`$`, `\b`, a negative lookahead: no twin):
+            # no text added later can change it, so a later scan that starts here (another delimiter held before it
+            # kept it from being committed) takes it as it is.
+            memo[(key, "final")] = (at + base, base, match)
+        return found
     if kind == "hold":
         return None, at
     return _settle_probe(item, buffer, match, end)
