@@ -19,7 +19,7 @@ from .errors import (
     timeout_message,
 )
 from .regex_syntax import REGEX_ONLY_SYNTAX, work
-from .scanner import NOT_SPACE, Shifted, first_candidate, quiet, scan_pattern, track_guards
+from .scanner import NOT_SPACE, Found, first_candidate, quiet, scan_pattern, track_guards
 from .template import Watch, WatchItem, literal_runs
 
 # Consumed text kept before the scan position, for \b and the like in delimiter patterns (templates whose
@@ -28,6 +28,9 @@ CONTEXT_KEPT = 256
 # A partial match held back over more text than this is tried again only once the held text doubles, unless the text
 # added may settle it (see _scan_item).
 LONG_HOLD = 256
+
+# A try on at most this much text runs the pattern itself rather than its twin (see `_scan_item`).
+SHORT_REST = 256
 
 # At the end of a text at most this long, a regex delimiter is found with one plain search (lookbehinds included,
 # its cost is bounded by the square of this length).
@@ -107,6 +110,7 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     end = len(buffer)
     scan = item.delimiter.scan
     live = False
+    quick = scan.safe
     if eos and end <= SHORT_SEARCH:
         return _short_search(item, buffer, pos, memo, key, base), end
     if memo is not None:
@@ -128,10 +132,34 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
         if final is not None and final[0] - base == start:
             # the match found there by the last scan, which no text added since can change (see below), still waits
             # behind a delimiter held before it
-            return (final[2] if final[1] == base else Shifted(final[2], final[1] - base)), end
+            return Found(start, final[1] - base, final[2]), end
         # The last scan stopped at a candidate where a match began (held back, or a match that more text could
         # change): it is tried first, without looking for candidates (text added since cannot start an earlier one).
         live = memo.get((key, "live")) == start + base
+        quick = scan.safe or (scan.long_run is not None and _quiet_stream(scan, buffer, memo, base))
+        if live and not eos and start < end and scan.guards is None:
+            # That first try (`scanner._decide` on the whole text), inlined for its common outcome: the match begun
+            # there is still cut by the end of the text (a short stream meets it at every chunk of a delimiter).
+            # (the twin spares each try a look for the text the pattern requires up to the end of the text; on a short
+            # rest of the text that look costs less than the twin, which `regex` runs several times slower)
+            pattern = scan.twin if scan.twin is not None and end - start > SHORT_REST else item.delimiter.regex
+            if quick:
+                _check_budget(item)
+                again = pattern.match(buffer, start, end, partial=True)
+                if again is not None and again.partial and scan.free is not None:
+                    # (a failing lookbehind may be reported as partial: still held when the pattern without its
+                    # lookbehinds reaches the end, else `scan_pattern` decides)
+                    _check_budget(item)
+                    again = scan.free.fullmatch(buffer, start, end, partial=True) and again
+            else:
+                again = timed_call(item, pattern.match, buffer, start, end, partial=True)
+                if again is not None and again.partial and scan.free is not None:
+                    again = timed_call(item, scan.free.fullmatch, buffer, start, end, partial=True) and again
+            if again is not None and (again.partial or again.end() == end):
+                work[0] += 1
+                if end - start > LONG_HOLD:
+                    memo[(key, "held")] = (start + base, end + base, end + base)
+                return None, start
         if not live and not eos and first_candidate(scan, buffer, start) >= end:
             # no trigger in the text since the last scan and no lead run at its end: nothing can start there
             memo[key] = end + base
@@ -144,7 +172,7 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
         state = memo.setdefault((key, "guards"), [0, []])
         guards = track_guards(scan, buffer, state[1], state, base)
     kind, match, at, dead = scan_pattern(
-        item.delimiter.regex, scan, buffer, pos, start, eos, limit, _quick(item) if scan.safe else _timer(item), guards,
+        item.delimiter.regex, scan, buffer, pos, start, eos, limit, _quick(item) if quick else _timer(item), guards,
         live,
     )
     if memo is not None:
@@ -165,11 +193,29 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
             # and no syntax that partial mode may take as final at the end (`$`, `\b`, a negative lookahead: no twin):
             # no text added later can change it, so a later scan that starts here (another delimiter held before it
             # kept it from being committed) takes it as it is.
-            memo[(key, "final")] = (at + base, base, match)
+            # (kept as positions and groups: a match object would keep the buffer alive, which `feed` then copies)
+            memo[(key, "final")] = (at + base, match.end() + base, match.groupdict())
         return found
     if kind == "hold":
         return None, at
     return _settle_probe(item, buffer, match, end)
+
+
+def _quiet_stream(scan: Any, buffer: str, memo: dict, base: int) -> bool:
+    """`scanner.quiet` for a stream: whether the buffer holds no run of `run_limit` characters that two repeats of a
+    pair take (the only way a try of the pattern may take long), so that tries may run without `regex`'s per-call
+    timeout. Only the text added since the last call is searched; a run found counts until it leaves the buffer."""
+    key = ("long_run", id(scan))
+    state = memo.get(key)
+    checked, seen = state if state is not None else (base, -1)
+    end = len(buffer)
+    begin = max(0, checked - base - scan.run_limit + 1)
+    if begin < end:
+        work[0] += end - begin
+        if scan.long_run.search(buffer, begin) is not None:
+            seen = end + base  # (a run ends before the end of the buffer: it counts until the buffer starts there)
+        memo[key] = (end + base, seen)
+    return seen <= base
 
 
 def _still_held(scan: Any, buffer: str, checked: int) -> bool:
@@ -268,6 +314,16 @@ def _timer(item: WatchItem):
     return lambda *args, **kwargs: timed_call(item, *args, **kwargs)
 
 
+def _check_budget(item: WatchItem) -> None:
+    """Before a try without `regex`'s per-call timeout (see `_quick`): raise when the budget of the call is spent."""
+    try:
+        regex_time_left()
+    except TimeoutError:
+        raise RegexTimeoutError(
+            timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
+        ) from None
+
+
 def _quick(item: WatchItem):
     """Anchored tries of a pattern without nested or adjacent repeats (scan.PatternScan.safe): each is cheap, so they
     run without `regex`'s per-call timeout, which costs tens of microseconds a call; the budget of the call is still
@@ -355,16 +411,17 @@ def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tu
         # (`<|START_R`) is completed with its own rest, which may give a preferred, longer match at the same start.
         # Those few are tried first: when one changes the match, the hundreds of fixed probes need not run (the answer
         # does not depend on the order).
-        probes = (*_completions(pattern.pattern, window, span[1]), *item.delimiter.probes)
+        # Then the fixed probes that go on with a literal run from the end of the window (`ought` after `<|channel>th`
+        # in `<\|channel>(?:thought|...)`): those the completions miss where a run is written inside a group.
+        fixed = item.delimiter.probes
+        probes = (*_completions(pattern.pattern, window, span[1]), *_continuations(pattern.pattern, window, fixed), *fixed)
     at, groups, match_at = span[0], match.groupdict(), pattern.match
-    for probe in probes:
-        if run is None:  # (`_quick`, inlined: hundreds of probes may run)
-            try:
-                regex_time_left()
-            except TimeoutError:
-                raise RegexTimeoutError(
-                    timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(pattern.pattern)}")
-                ) from None
+    for index, probe in enumerate(probes):
+        if run is None:
+            # (`_quick`, inlined: hundreds of probes may run; the budget is checked before every eighth, each try
+            # costing about the window's length)
+            if not index & 7:
+                _check_budget(item)
             extended = match_at(window + probe, at)
         else:
             extended = run(match_at, window + probe, at)
@@ -398,6 +455,32 @@ def _preferred_twin(pattern: Any) -> Any:
             _TWINS.clear()
         _TWINS[source] = twin
     return _TWINS[source]
+
+
+_PROBE_SETS: dict = {}
+
+
+def _continuations(pattern: str, window: str, fixed: tuple) -> list[str]:
+    """The fixed probes (`fixed`) that complete a literal run of the pattern whose inside ends the window (its last
+    one or two characters), for `_settle_probe` to try first."""
+    known = _PROBE_SETS.get(id(fixed))
+    if known is None or known[0] is not fixed:
+        if len(_PROBE_SETS) >= 1024:
+            _PROBE_SETS.clear()
+        known = _PROBE_SETS[id(fixed)] = (fixed, frozenset(fixed))
+    found = []
+    for size in (2, 1):
+        tail = window[-size:]
+        if len(tail) < size:
+            continue
+        for literal in literal_runs(pattern):
+            at = literal.find(tail)
+            while at >= 0:
+                rest = literal[at + size:]
+                if rest and rest in known[1]:
+                    found.append(rest)
+                at = literal.find(tail, at + 1)
+    return found
 
 
 def _completions(pattern: str, window: str, after: int) -> list[str]:

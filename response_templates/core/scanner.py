@@ -197,6 +197,28 @@ class Shifted:
         return self._match.group(*groups)
 
 
+class Found:
+    """A match remembered by its positions and named groups (it keeps no reference to the text)."""
+
+    __slots__ = ("_start", "_end", "_groups")
+    partial = False
+
+    def __init__(self, start: int, end: int, groups: dict):
+        self._start, self._end, self._groups = start, end, groups
+
+    def start(self) -> int:
+        return self._start
+
+    def end(self) -> int:
+        return self._end
+
+    def span(self) -> tuple[int, int]:
+        return self._start, self._end
+
+    def groupdict(self) -> dict:
+        return dict(self._groups)
+
+
 def _try(pattern, scan, buffer: str, at: int, eos: bool, timed, guards):
     if guards is None:
         return _decide(pattern, buffer, at, eos, timed, True, None, scan.free)
