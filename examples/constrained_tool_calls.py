@@ -23,7 +23,7 @@ import json
 import sys
 
 import response_templates as rt
-from response_templates.authoring.constrain import logits_processor
+from response_templates.integrations.constrain import logits_processor
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.", "parameters": {
     "type": "object",

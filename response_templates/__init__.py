@@ -91,7 +91,7 @@ _LAZY_FROM = {
     "VerifyReport": "authoring.verification",
     "infer_template": "authoring.inference",
     "InferredTemplate": "authoring.inference",
-    "structural_tag": "authoring.grammar",
+    "structural_tag": "integrations.grammar",
 }
 
 

@@ -39,7 +39,11 @@ SECTIONS = [
     ]),
     ("Authoring", "Check a response template against a real chat template (see "
      "[FORMAT.md](../response_templates/library/templates/FORMAT.md) for the options), or infer one from it.", [
-        "verify", "verify_entry", "VerifyReport", "infer_template", "InferredTemplate", "structural_tag", "GrammarError",
+        "verify", "verify_entry", "VerifyReport", "infer_template", "InferredTemplate",
+    ]),
+    ("Constrained decoding", "A grammar that makes a model write valid calls of the given tools in its own format "
+     "(see [grammar.md](grammar.md)).", [
+        "structural_tag", "GrammarError",
     ]),
     ("OpenAI-compatible output", "Parsed messages and streams in OpenAI chat-completions form.", [
         "to_openai_message", "OpenAIStreamAdapter",

@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import response_templates as rt
-from response_templates.authoring.grammar import GrammarError, structural_tag
+from response_templates.integrations.grammar import GrammarError, structural_tag
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "grammar.md"
 BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"

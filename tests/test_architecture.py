@@ -3,8 +3,8 @@ modules import each other in a cycle. Imports made inside functions count as muc
 
     core (templates, scanning, content parsers, tools typing, token ids, limits, regex budget; and _version)
       < library (the shipped templates, lookup, entry validation)
-      < integrations (transformers patching, OpenAI adapter, vLLM plugin)
-      < authoring (rendering, verify, inference, grammar, engine checks, publishing)
+      < integrations (transformers patching, OpenAI adapter, engine plugins, grammar)
+      < authoring (rendering, verify, inference, engine checks, publishing)
       < cli
     and the root package, the façade, above them all: nothing inside the package imports it.
 """

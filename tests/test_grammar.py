@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import response_templates as rt
-from response_templates.authoring import grammar
-from response_templates.authoring.grammar import GrammarError, structural_tag
+from response_templates.integrations import grammar
+from response_templates.integrations.grammar import GrammarError, structural_tag
 
 xgr = pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install response-templates[grammar])")
 np = pytest.importorskip("numpy")

@@ -4,7 +4,6 @@
 - `verification`: `verify()`, a template checked against a real chat template;
 - `inference`: `infer_template()`, a template inferred from a chat template;
 - `engines`: which library templates each engine's own parser accepts;
-- `grammar`: `structural_tag()`, an xgrammar constraint that forces valid tool calls;
 - `publish`: pull requests that add verified templates to Hub model repositories.
 
 They may use every layer below them (core, library, integrations); nothing below imports them.

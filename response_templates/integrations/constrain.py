@@ -1,6 +1,6 @@
 """Constrained `generate` in transformers: a logits processor that makes the model write valid tool calls.
 
-    from response_templates.authoring.constrain import logits_processor
+    from response_templates.integrations.constrain import logits_processor
     processor = logits_processor(tokenizer, tools, prefix=prompt, tool_choice="required")
     output = model.generate(**inputs, logits_processor=[processor], max_new_tokens=512)
 
