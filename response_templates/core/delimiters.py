@@ -128,38 +128,39 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
         if start > limit:
             # every candidate left lies past what can be committed now (an earlier delimiter holds before it)
             return None, end
-        final = memo.get((key, "final"))
-        if final is not None and final[0] - base == start:
-            # the match found there by the last scan, which no text added since can change (see below), still waits
-            # behind a delimiter held before it
-            return Found(start, final[1] - base, final[2]), end
-        # The last scan stopped at a candidate where a match began (held back, or a match that more text could
-        # change): it is tried first, without looking for candidates (text added since cannot start an earlier one).
-        live = memo.get((key, "live")) == start + base
-        quick = scan.safe or (scan.long_run is not None and _quiet_stream(scan, buffer, memo, base))
-        if live and not eos and start < end and scan.guards is None:
-            # That first try (`scanner._decide` on the whole text), inlined for its common outcome: the match begun
-            # there is still cut by the end of the text (a short stream meets it at every chunk of a delimiter).
-            # (the twin spares each try a look for the text the pattern requires up to the end of the text; on a short
-            # rest of the text that look costs less than the twin, which `regex` runs several times slower)
-            pattern = scan.twin if scan.twin is not None and end - start > SHORT_REST else item.delimiter.regex
-            if quick:
-                _check_budget(item)
-                again = pattern.match(buffer, start, end, partial=True)
-                if again is not None and again.partial and scan.free is not None:
-                    # (a failing lookbehind may be reported as partial: still held when the pattern without its
-                    # lookbehinds reaches the end, else `scan_pattern` decides)
+        if not eos:  # (at the end of the text every scan is the last: nothing to carry over)
+            final = memo.get((key, "final"))
+            if final is not None and final[0] - base == start:
+                # the match found there by the last scan, which no text added since can change (see below), still waits
+                # behind a delimiter held before it
+                return Found(start, final[1] - base, final[2]), end
+            # The last scan stopped at a candidate where a match began (held back, or a match that more text could
+            # change): it is tried first, without looking for candidates (text added since cannot start an earlier one).
+            live = memo.get((key, "live")) == start + base
+            quick = scan.safe or (scan.long_run is not None and _spaceless(scan) and _quiet_stream(scan, buffer, memo, base))
+            if live and start < end and scan.guards is None:
+                # That first try (`scanner._decide` on the whole text), inlined for its common outcome: the match begun
+                # there is still cut by the end of the text (a short stream meets it at every chunk of a delimiter).
+                # (the twin spares each try a look for the text the pattern requires up to the end of the text; on a short
+                # rest of the text that look costs less than the twin, which `regex` runs several times slower)
+                pattern = scan.twin if scan.twin is not None and end - start > SHORT_REST else item.delimiter.regex
+                if quick:
                     _check_budget(item)
-                    again = scan.free.fullmatch(buffer, start, end, partial=True) and again
-            else:
-                again = timed_call(item, pattern.match, buffer, start, end, partial=True)
-                if again is not None and again.partial and scan.free is not None:
-                    again = timed_call(item, scan.free.fullmatch, buffer, start, end, partial=True) and again
-            if again is not None and (again.partial or again.end() == end):
-                work[0] += 1
-                if end - start > LONG_HOLD:
-                    memo[(key, "held")] = (start + base, end + base, end + base)
-                return None, start
+                    again = pattern.match(buffer, start, end, partial=True)
+                    if again is not None and again.partial and scan.free is not None:
+                        # (a failing lookbehind may be reported as partial: still held when the pattern without its
+                        # lookbehinds reaches the end, else `scan_pattern` decides)
+                        _check_budget(item)
+                        again = scan.free.fullmatch(buffer, start, end, partial=True) and again
+                else:
+                    again = timed_call(item, pattern.match, buffer, start, end, partial=True)
+                    if again is not None and again.partial and scan.free is not None:
+                        again = timed_call(item, scan.free.fullmatch, buffer, start, end, partial=True) and again
+                if again is not None and (again.partial or again.end() == end):
+                    work[0] += 1
+                    if end - start > LONG_HOLD:
+                        memo[(key, "held")] = (start + base, end + base, end + base)
+                    return None, start
         if not live and not eos and first_candidate(scan, buffer, start) >= end:
             # no trigger in the text since the last scan and no lead run at its end: nothing can start there
             memo[key] = end + base
@@ -177,7 +178,7 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     )
     if memo is not None:
         memo[key] = dead + base
-        if kind is not None:
+        if kind is not None and not eos:
             memo[(key, "live")] = at + base
         if kind == "hold" and end - at > LONG_HOLD:
             memo[(key, "held")] = (at + base, end + base, end + base)
@@ -199,6 +200,21 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     if kind == "hold":
         return None, at
     return _settle_probe(item, buffer, match, end)
+
+
+_SPACELESS: dict = {}
+
+
+def _spaceless(scan: Any) -> bool:
+    """Whether the characters of a pattern's pairs of repeats leave out the space: then a search for a long run of them
+    (`_quiet_stream`) is cheap on prose, and spares the tries `regex`'s per-call timeout; with the space it costs more
+    than the timeouts it spares."""
+    known = _SPACELESS.get(id(scan))
+    if known is None or known[0] is not scan:
+        if len(_SPACELESS) >= 1024:
+            _SPACELESS.clear()
+        known = _SPACELESS[id(scan)] = (scan, scan.long_run.match(" " * scan.run_limit) is None)
+    return known[1]
 
 
 def _quiet_stream(scan: Any, buffer: str, memo: dict, base: int) -> bool:
