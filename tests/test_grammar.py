@@ -5,6 +5,7 @@ many as the grammar opened; every corpus output with calls of the given tools is
 The grammars are walked at random with xgrammar's matcher over a tiny vocabulary (single characters plus the
 template's markers as whole tokens, so that marker text is tried often). Skipped when xgrammar is not installed."""
 
+import functools
 import json
 import random
 import re
@@ -195,18 +196,35 @@ def opened_calls(tag, text, sections=()):
         if not found:
             break
         index, begin, end = min(found)
+        section = next((opener for opener in sections if text.startswith(opener, index)), None)
+        if section:  # a section opener that starts like a call (DSML's `<｜DSML｜tool_calls>`) is no call
+            at = index + len(section)
+            continue
         count += 1
         close = text.find(end, index + len(begin))
         at = len(text) if close < 0 else close + len(end)
     return count
 
 
-def end_of_turn(name, output):
-    """`output` cut where the model's turn ends: at the first end-of-turn special token of the library's formats."""
-    match = re.search(r"<\|(?:im_end|endoftext|end|eot_id|eot|eom|end_of_text|return|call)\|>|<｜end▁of▁sentence｜>"
-                      r"|<SPECIAL_12>|<end_of_turn>|<turn\|>|<\|tool_response>|</s>|<seed:eos>"
-                      r"|<\|observation\|>|<\|user\|>", output)
-    return output[:match.start()] if match else output
+def end_of_turn(name, output, prefix="", tools=None):
+    """`output` cut where the model's turn ends, as an engine stops at its end-of-turn token before the grammar
+    sees it: at the first of the template's end markers (a marker after which the template reads nothing, in plain
+    text: `<|im_end|>`, `[e~[`...) before which the output already gives its whole message."""
+    template = rt.get_template(name)
+
+    def parsed(text):
+        try:
+            return rt.parse_response(text, template, prefix=prefix, tools=tools)
+        except ValueError:
+            return None
+
+    ends = [marker for marker in grammar._markers(template)
+            if parsed("Hello." + marker + " Trailing text.") == parsed("Hello.")]
+    whole = parsed(output)
+    for start in sorted(match.start() for marker in ends for match in re.finditer(re.escape(marker), output)):
+        if parsed(output[:start]) == whole:
+            return output[:start]
+    return output
 
 
 @pytest.mark.parametrize("name", ACCEPTED)
@@ -233,16 +251,87 @@ def test_the_canonical_calls_are_admitted_in_every_mode(name):
             assert matcher.accept_string(text) and matcher.is_completed(), f"{name} {choice} refuses {text!r}"
 
 
-# Not met yet (issue 27): the grammar admits one canonical shape per call (with optional whitespace) and keeps the
-# template's markers out of argument strings, so list forms, ```json fences, optional section markers and marker
-# text inside string arguments are refused. Kept running so that each template's refusals stay visible.
+def admits(tag, text):
+    info = xgr.TokenizerInfo([chr(c) for c in range(32, 127)] + ["\n", "<eos>"], stop_token_ids=[96])
+    matcher = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_structural_tag(json.dumps(tag)))
+    return matcher.accept_string(text) and matcher.is_completed()
+
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}]
+
+
+@pytest.mark.parametrize("name, output", [
+    # Kimi K2's section markers (`s?` in the template: both spellings), its `functions.` namespace and `:N` index
+    ("kimi-k2", "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                '<|tool_call_argument_begin|>{"city": "Paris", "days": 2}<|tool_call_end|><|tool_calls_section_end|>'),
+    ("kimi-k2", "<|tool_call_section_begin|><|tool_call_begin|>get_weather:12<|tool_call_argument_begin|>"
+                '{"city": "Paris"}<|tool_call_end|><|tool_call_section_end|>'),
+    # DSML as DeepSeek V3.2 and V4 write it: a section whose opener spells the call's begin further, and
+    # string="true" raw strings beside string="false" JSON values
+    ("deepseek_v4", '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" '
+                    'string="true">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name="days" string="false">2'
+                    '</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>'),
+    ("deepseek_v3.2", '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" '
+                      'string="true">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>'),
+    # DeepSeek R1's optional `function` before the separator
+    ("deepseek_r1", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+                    '{"city": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'),
+])
+def test_calls_as_models_write_them_are_admitted_and_parse_to_those_calls(name, output):
+    tag = structural_tag(name, WEATHER, prefix="")
+    assert admits(tag, output), f"{name} refuses {output!r}"
+    calls = rt.parse_response(output, name, prefix="", tools=WEATHER)["tool_calls"]
+    assert [call["function"]["name"] for call in calls] == ["get_weather"]
+    assert calls[0]["function"]["arguments"]["city"] == "Paris"
+
+
+def test_an_optional_part_the_parser_reads_otherwise_is_not_admitted():
+    # DSML's self-closing `/>` ends a call with no parameters: a call that has some may not be written with it
+    tag = structural_tag("deepseek_v4", WEATHER, prefix="", tool_choice="required")
+    written = '<｜DSML｜invoke name="get_weather"/><｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter></｜DSML｜invoke>'
+    assert not admits(tag, written)
+    assert admits(tag, written.replace("/>", ">", 1))
+
+
+def test_dsml_string_parameters_are_written_raw_and_others_as_json():
+    form = grammar._plan("deepseek_v4", WEATHER, "").calls["get_weather"]
+    text = form.write({"city": "Paris", "days": 2})
+    assert 'name="city" string="true">Paris<' in text and 'name="days" string="false">2<' in text
+    assert rt.parse_response(text, "deepseek_v4", prefix="", tools=WEATHER)["tool_calls"][0]["function"][
+        "arguments"] == {"city": "Paris", "days": 2}
+
+
+# Not met yet: the grammar admits one canonical shape per call (with optional whitespace, optional name
+# decorations and section markers) and keeps the template's markers out of argument strings, so list forms,
+# marker text inside string arguments and damaged shapes are refused. Kept running so that each template's refusals
+# stay visible; the whole corpus has a floor below.
 @pytest.mark.xfail(reason="corpus outputs in non-canonical shapes are not admitted yet (docs/grammar.md)", strict=False)
 @pytest.mark.parametrize("name", ACCEPTED)
 def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
+    refused, total = corpus_refusals(name)
+    if not total:
+        pytest.skip(f"no corpus output of {name} has calls of given tools")
+    assert not refused, f"{len(refused)} of {total} corpus outputs refused: {refused}"
+
+
+# The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
+# (192 of 311 when this floor was set): it may grow, not shrink.
+ADMITTED_FLOOR = 190
+
+
+def test_the_share_of_corpus_outputs_admitted_does_not_shrink():
+    counts = [corpus_refusals(name) for name in ACCEPTED]
+    admitted = sum(total - len(refused) for refused, total in counts)
+    assert admitted >= ADMITTED_FLOOR, f"{admitted} of {sum(total for _, total in counts)} corpus outputs admitted"
+
+
+@functools.lru_cache(maxsize=None)
+def corpus_refusals(name):
+    """(the corpus outputs of `name` with calls of given tools that the grammar under "auto" refuses, how many
+    there are)."""
     cases = [case for case in corpus(name)["cases"]
              if not case.get("truncated") and (case.get("expected") or {}).get("tool_calls") and case.get("tools")]
-    if not cases:
-        pytest.skip(f"no corpus output of {name} has calls of given tools")
     refused = []
     for case in cases:
         try:
@@ -250,11 +339,8 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
         except GrammarError as error:
             refused.append((case["name"], f"not compiled: {error}"))
             continue
-        info = xgr.TokenizerInfo([chr(c) for c in range(32, 127)] + ["<eos>"], stop_token_ids=[95])
-        grammar = xgr.GrammarCompiler(info).compile_structural_tag(json.dumps(tag))
-        matcher = xgr.GrammarMatcher(grammar)
         # the end-of-turn token is the engine's stop token, not text the grammar writes
-        output = end_of_turn(name, case["output"])
-        if not (matcher.accept_string(output) and matcher.is_completed()):
+        output = end_of_turn(name, case["output"], case["prefix"], case["tools"])
+        if not admits(tag, output):
             refused.append((case["name"], output))
-    assert not refused, f"{len(refused)} of {len(cases)} corpus outputs refused: {refused}"
+    return refused, len(cases)

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("jinja2", reason="verify renders chat templates with jinja2")
 
-from response_templates import library
-from response_templates.authoring.rendering import render_chat_template
+from response_templates import library, parse_response
+from response_templates.authoring.rendering import generated_part, render_chat_template
 from response_templates.authoring.verification import verify, verify_entry
 from response_templates.library.entries import check_options
 
@@ -229,6 +229,19 @@ def test_reasoning_synthesis_builds_the_generation_for_templates_that_drop_reaso
     report = verify(template, DROPS_REASONING, options=options, supports=supports)
     assert report.ok, report.summary()
     assert report.cases[0].generation.startswith("The user wants a short fact.")
+
+
+def test_reasoning_synthesis_when_the_answer_starts_with_the_reasoning_text():
+    # The rendered turn (reasoning dropped) starts with the reasoning's text because the answer does: the reasoning
+    # is still synthesised in front of it.
+    synthesis = {"prefill": "<think>\n", "close": "\n</think>\n\n"}
+    message = {"role": "assistant", "reasoning_content": "Paris", "content": "Paris is the capital."}
+    prompt = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    full = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nParis is the capital.<|im_end|>\n"
+    generation = generated_part(prompt, full, message, synthesis)
+    assert generation == "Paris\n</think>\n\nParis is the capital.<|im_end|>\n"
+    parsed = parse_response(generation, library.get_template("qwq"), prefix=prompt)
+    assert parsed == {"role": "assistant", "reasoning_content": "Paris", "content": "Paris is the capital."}
 
 
 # A chat template whose generation prompt ends with a sentence the rendered turn drops, and whose rendered turn

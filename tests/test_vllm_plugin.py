@@ -3,8 +3,9 @@
 For every case of every library template: the message vLLM's serving layer gets from `parse` is ours
 (`to_openai_message(parse_response(...))`), and the deltas of `parse_delta`, fed a few tokens at a time and
 assembled the way clients do, give the same message, with tool-call arguments sent in as many pieces as
-`OpenAIStreamAdapter` sends them. Damaged outputs follow RESPONSE_TEMPLATES_MALFORMED; a forced tool choice is
-refused. Skipped, with the reason, when vLLM is absent; failing on CI."""
+`OpenAIStreamAdapter` sends them. Damaged outputs follow RESPONSE_TEMPLATES_MALFORMED; a forced tool choice, a
+strict tool or parallel_tool_calls=false put the tool-call constraint on the request. Skipped, with the reason, when
+vLLM is absent; failing on CI."""
 
 from __future__ import annotations
 
@@ -345,56 +346,151 @@ def test_a_bad_policy_fails_naming_the_variable(monkeypatch):
         _parser_cls(tokenizer)
 
 
-@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
-def test_a_forced_tool_choice_is_refused(choice):
-    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-    from vllm.exceptions import VLLMValidationError
+# A Qwen-style chat template: enable_thinking=false prefills an empty reasoning block, as Qwen3's does.
+QWEN_CHAT = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+             "{% if add_generation_prompt %}<|im_start|>assistant\n"
+             "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}, "days": {"type": "integer"}},
+    "required": ["city"]}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}}
+WEATHER_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+TIME_CALL = '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>'
 
-    tokenizer = engines._tokenizer(get_template("qwen3"))
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
-    request = ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "hi"}], tools=tools,
-                                    tool_choice=choice)
-    parser_cls = _parser_cls(tokenizer)
-    assert parser_cls.always_adjust_request  # vLLM's renderer calls adjust_request for every request
-    with pytest.raises(VLLMValidationError, match="tool_choice=.*not supported with --tool-call-parser "
-                                                  "response_templates") as raised:
-        parser_cls(tokenizer, request.tools).adjust_request(request)
-    assert raised.value.parameter == "tool_choice"
-    for allowed in ("auto", "none"):
-        request = ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "hi"}], tools=tools,
-                                        tool_choice=allowed)
-        assert parser_cls(tokenizer, request.tools).adjust_request(request).skip_special_tokens is False
+
+def _admits(structured_outputs, text) -> bool:
+    """Whether the request's constraint (a structural tag, compiled by the xgrammar vLLM uses) admits `text`."""
+    import xgrammar
+    from xgrammar.testing import _is_grammar_accept_string
+
+    assert structured_outputs is not None and structured_outputs.structural_tag, "the request is not constrained"
+    return _is_grammar_accept_string(xgrammar.Grammar.from_structural_tag(structured_outputs.structural_tag), text)
+
+
+def _adjusted(template_name, *, reasoning=True, chat_template_kwargs=None, **fields):
+    """A chat-completions request (fields as a client sends them) after the parser's adjust_request, which vLLM's
+    renderer calls on a parser made with the request's tools and chat_template_kwargs."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    tokenizer = engines._tokenizer(get_template(template_name))
+    tokenizer.chat_template = QWEN_CHAT
+    fields.setdefault("tools", [WEATHER, TIME])
+    request = ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "Weather in Paris?"}],
+                                    **fields)
+    kwargs = {"add_generation_prompt": True, **(chat_template_kwargs or {})}
+    parser = _parser_cls(tokenizer, reasoning=reasoning)(tokenizer, request.tools, chat_template_kwargs=kwargs)
+    return parser.adjust_request(request)
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_a_forced_tool_choice_constrains_the_output_to_calls(choice):
+    """vLLM's renderer calls adjust_request for every request: a forced choice gets a structural tag that admits
+    only calls (of the named tool, when one is named) in the model's own format, with valid arguments."""
+    assert _parser_cls(engines._tokenizer(get_template("qwen3"))).always_adjust_request
+    request = _adjusted("qwen3", tool_choice=choice, chat_template_kwargs={"enable_thinking": False})
+    assert request.skip_special_tokens is False
+    constraint = request.structured_outputs
+    assert _admits(constraint, WEATHER_CALL)
+    assert _admits(constraint, WEATHER_CALL + "\n" + WEATHER_CALL)  # parallel calls are allowed by default
+    assert not _admits(constraint, "Let me check.")  # a call is required
+    assert not _admits(constraint, WEATHER_CALL.replace("Paris", "Lyon"))  # the schema's enum
+    assert not _admits(constraint, WEATHER_CALL.replace('{"city": "Paris"}', "{}"))  # a required property
+    assert _admits(constraint, TIME_CALL) == (choice == "required")  # a named choice admits that tool only
+
+
+def test_parallel_tool_calls_false_allows_at_most_one_call():
+    for choice in ("required", "auto"):
+        constraint = _adjusted("qwen3", tool_choice=choice, parallel_tool_calls=False,
+                               chat_template_kwargs={"enable_thinking": False}).structured_outputs
+        assert _admits(constraint, WEATHER_CALL)
+        assert not _admits(constraint, WEATHER_CALL + "\n" + TIME_CALL)
+        assert _admits(constraint, "No call needed.") == (choice == "auto")
 
 
 @pytest.mark.parametrize("where", ["function", "responses"])
-def test_strict_tools_are_refused_naming_the_parameter(where):
-    """As vLLM's own response-template parser: a strict tool cannot be guaranteed, so the request is refused with a
-    validation error (HTTP 400) naming `tools`, unless tool_choice is "none"."""
-    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-
+def test_strict_tools_constrain_the_calls_and_leave_the_choice_to_the_model(where):
+    """A strict tool (strict=true in the function or, in the Responses API, beside it) under tool_choice "auto":
+    the model may answer in text, but a call it opens must be valid."""
     tokenizer = engines._tokenizer(get_template("qwen3"))
     parser_cls = _parser_cls(tokenizer)
-    loose = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
-    weather = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    weather = {**WEATHER["function"]}
+    if where == "function":
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
-    def request(strict, **extra):
-        if where == "function":
-            tools = [loose, {"type": "function", "function": {**weather, "strict": strict}}]
-            return ChatCompletionRequest(model="test", messages=[{"role": "user", "content": "hi"}], tools=tools,
-                                         **extra)
+        tools = [TIME, {"type": "function", "function": {**weather, "strict": True}}]
+        make = lambda **extra: ChatCompletionRequest(  # noqa: E731
+            model="test", messages=[{"role": "user", "content": "hi"}], tools=tools, **extra)
+    else:
         from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 
-        tools = [{"type": "function", **loose["function"]}, {"type": "function", **weather, "strict": strict}]
-        return ResponsesRequest(model="test", input="hi", tools=tools, **extra)
+        tools = [{"type": "function", **TIME["function"]}, {"type": "function", **weather, "strict": True}]
+        make = lambda **extra: ResponsesRequest(model="test", input="hi", tools=tools, **extra)  # noqa: E731
+    request = parser_cls(tokenizer, tools).adjust_request(make())
+    assert _admits(request.structured_outputs, "Sure. " + WEATHER_CALL)
+    assert _admits(request.structured_outputs, "It is sunny.")
+    assert not _admits(request.structured_outputs, "Sure. " + WEATHER_CALL.replace("Paris", "Lyon"))
+    assert parser_cls(tokenizer, tools).adjust_request(make(tool_choice="none")).structured_outputs is None
 
-    refused = request(True)
-    with pytest.raises(Exception, match=r"strict tools are not supported with --tool-call-parser response_templates "
-                                        r"\(tool 'get_weather' has strict=true\)") as raised:
-        parser_cls(tokenizer, refused.tools).adjust_request(refused)
-    assert type(raised.value).__name__ == "VLLMValidationError"
-    assert raised.value.parameter == "tools"
-    for allowed in (request(False), request(True, tool_choice="none")):
-        assert parser_cls(tokenizer, allowed.tools).adjust_request(allowed).skip_special_tokens is False
+
+def test_auto_and_none_stay_unconstrained():
+    for choice in ("auto", "none"):
+        request = _adjusted("qwen3", tool_choice=choice)
+        assert request.skip_special_tokens is False and request.structured_outputs is None
+
+
+def test_the_constraint_follows_the_prompt_and_the_reasoning_parser():
+    """The prompt decides where the constraint starts: after an empty reasoning block that enable_thinking=false
+    prefilled, the answer is calls only; else the model may first think. With a reasoning parser vLLM applies the
+    constraint only once the reasoning is over, so for a template whose prompt leaves the reasoning open (QwQ's
+    `<think>\n`) the constraint starts after it; without one it covers the reasoning too."""
+    thinking = "<think>\nThe user wants Paris.\n</think>\n\n"
+    closed = _adjusted("qwen3", tool_choice="required", chat_template_kwargs={"enable_thinking": False})
+    free = _adjusted("qwen3", tool_choice="required")
+    assert not _admits(closed.structured_outputs, thinking + WEATHER_CALL)
+    assert _admits(free.structured_outputs, thinking + WEATHER_CALL)
+    assert _admits(free.structured_outputs, WEATHER_CALL)
+    gated = _adjusted("qwq", tool_choice="required")
+    whole = _adjusted("qwq", tool_choice="required", reasoning=False)
+    assert _admits(gated.structured_outputs, WEATHER_CALL)
+    assert not _admits(whole.structured_outputs, WEATHER_CALL)
+    assert _admits(whole.structured_outputs, "The user wants Paris.\n</think>\n\n" + WEATHER_CALL)
+
+
+def test_the_reasoning_parser_tells_vllm_where_the_reasoning_ends():
+    """vLLM starts a constraint once `is_reasoning_end` says the reasoning is over (on the prompt, then on the
+    prompt and the output so far): right after the closer, even while the parser still holds it because whitespace
+    follows (an empty block that enable_thinking=false prefilled), and not inside a closer half written."""
+    from vllm.reasoning import ReasoningParserManager
+
+    tokenizer = engines._tokenizer(get_template("qwen3"))
+    vllm_plugin.register()
+    reasoning = ReasoningParserManager.get_reasoning_parser("response_templates")(tokenizer)
+    prompt = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    for tail, over in (("", True), ("<think>\n", False), ("<think>\n\n</think>\n\n", True),
+                       ("<think>\nHm.</thi", False), ("<think>\nHm.</think>", True)):
+        ids = tokenizer.encode(prompt + tail, add_special_tokens=False)
+        assert reasoning.is_reasoning_end(ids) is over, tail
+        assert reasoning.is_reasoning_end_streaming(ids, ids[-1:]) is over, tail
+
+
+def test_a_template_the_compiler_cannot_express_is_refused_with_the_reason():
+    """Llama 3.1 opens a call with a bare `{`: no grammar can keep text from opening calls, so a forced choice is
+    answered with a validation error (HTTP 400) that says so; "auto" still works, unconstrained."""
+    from vllm.exceptions import VLLMValidationError
+
+    with pytest.raises(VLLMValidationError, match=r"tool_choice=\"required\" with --tool-call-parser "
+                                                  r"response_templates: .*call opener '\{' is too plain") as raised:
+        _adjusted("llama3.1", reasoning=False, tool_choice="required")
+    assert raised.value.parameter == "tool_choice"
+    assert _adjusted("llama3.1", reasoning=False, tool_choice="auto").structured_outputs is None
+
+
+def test_a_request_that_constrains_its_output_itself_is_refused():
+    from vllm.exceptions import VLLMValidationError
+
+    with pytest.raises(VLLMValidationError, match="already constrains the output"):
+        _adjusted("qwen3", tool_choice="required", structured_outputs={"choice": ["yes", "no"]})
 
 
 def test_responses_api_tools_type_the_arguments_as_chat_tools_do():

@@ -45,8 +45,11 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 # What the model is made to write: Qwen3's format (the end-of-turn token is the tokenizer's EOS, not text).
 OUTPUT = ('<think>\nThe user wants the weather in Paris.\n</think>\n\nLet me check.\n<tool_call>\n'
           '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>')
+# Qwen3's shape: enable_thinking=false prefills an empty reasoning block
 CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+                 "{% if add_generation_prompt %}<|im_start|>assistant\n"
+                 "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}"
+                 "{% endif %}")
 STARTUP_SECONDS = 600  # a loaded 2-core machine takes a few minutes to start vLLM
 
 
@@ -199,23 +202,117 @@ def test_a_call_cut_by_max_tokens_is_dropped_not_returned_as_content(server):
     assert not choice["message"].get("tool_calls")
 
 
-def test_required_tool_choice_is_refused_with_a_400(server):
+# Tools whose calls a random model finishes within a few hundred tokens under the constraint: enums, booleans and
+# small integers, no free strings, no other properties.
+BOUNDED_TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
+                                         "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+        "required": ["city"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "set_alarm", "description": "Set an alarm.", "parameters": {
+        "type": "object", "properties": {"hour": {"type": "integer", "minimum": 0, "maximum": 23},
+                                         "loud": {"type": "boolean"}},
+        "required": ["hour", "loud"], "additionalProperties": False}}},
+]
+SEEDS = (0, 1, 2)  # sampled (temperature 1) so that the random model takes different paths through the grammar
+
+
+def _constrained_body(seed, tools=BOUNDED_TOOLS, **extra):
+    # enable_thinking=false: the prompt prefills an empty reasoning block, so the answer is the calls themselves
+    return {"model": "tiny", "messages": [{"role": "user", "content": "Weather in Paris, and an alarm at 7?"}],
+            "tools": tools, "temperature": 1.0, "seed": seed, "max_tokens": 300,
+            "chat_template_kwargs": {"enable_thinking": False}, **extra}
+
+
+def _valid_calls(calls, names):
+    """Each call names one of `names` and its arguments (JSON text) validate against that tool's schema."""
+    import jsonschema
+
+    schemas = {tool["function"]["name"]: tool["function"]["parameters"] for tool in BOUNDED_TOOLS}
+    for name, arguments in calls:
+        assert name in names, f"a call of {name!r}, not of {names}"
+        jsonschema.validate(json.loads(arguments), schemas[name])
+
+
+def _calls(message):
+    return [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or ()]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("choice", ["required", "get_weather", "set_alarm"])
+def test_a_forced_tool_choice_makes_even_a_random_model_call_the_tool(server, choice, seed):
+    """With random weights, whatever the model samples under the constraint is a valid call of the tool asked for
+    (of any tool for "required"), in Qwen3's own format, and nothing else."""
+    tool_choice = choice if choice == "required" else {"type": "function", "function": {"name": choice}}
+    choice_data = _post(server, _constrained_body(seed, tool_choice=tool_choice))["choices"][0]
+    calls = _calls(choice_data["message"])
+    assert calls, f"no tool call in {choice_data}"
+    _valid_calls(calls, [tool["function"]["name"] for tool in BOUNDED_TOOLS] if choice == "required" else [choice])
+    # the calls' count is the model's choice: a generation cut by max_tokens loses only its unfinished last call
+    # (cut inside its opener, a ```json fence say, it leaves no markup in content either)
+    assert not (choice_data["message"].get("content") or "").strip()
+    assert choice_data["finish_reason"] in ("tool_calls", "stop", "length")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("choice", ["required", "get_weather"])
+def test_parallel_tool_calls_false_gives_exactly_one_call(server, choice, seed):
+    tool_choice = choice if choice == "required" else {"type": "function", "function": {"name": choice}}
+    choice_data = _post(server, _constrained_body(seed, tool_choice=tool_choice, parallel_tool_calls=False))
+    choice_data = choice_data["choices"][0]
+    calls = _calls(choice_data["message"])
+    assert len(calls) == 1, f"{len(calls)} calls in {choice_data}"
+    _valid_calls(calls, ["get_weather", "set_alarm"] if choice == "required" else [choice])
+    assert choice_data["finish_reason"] != "length"  # one bounded call, then the grammar lets only the end through
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_strict_tools_make_every_call_valid(server, seed):
+    """Strict tools under "auto": the model may answer in text, but a call it writes is valid; with "required" it
+    must write one."""
+    strict = [{"type": "function", "function": {**tool["function"], "strict": True}} for tool in BOUNDED_TOOLS]
+    names = [tool["function"]["name"] for tool in BOUNDED_TOOLS]
+    for tool_choice in ("auto", "required"):
+        choice_data = _post(server, _constrained_body(seed, tools=strict, tool_choice=tool_choice))["choices"][0]
+        calls = _calls(choice_data["message"])
+        _valid_calls(calls, names)
+        assert calls or tool_choice == "auto"
+
+
+def test_a_streamed_forced_call_assembles_to_a_valid_call(server):
+    chunks = _post(server, _constrained_body(0, tool_choice={"type": "function", "function": {"name": "set_alarm"}},
+                                             parallel_tool_calls=False, stream=True), stream=True)
+    calls: dict = {}
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            for call in (choice.get("delta") or {}).get("tool_calls") or ():
+                slot = calls.setdefault(call["index"], {"name": None, "arguments": ""})
+                function = call.get("function") or {}
+                slot["name"] = slot["name"] or function.get("name")
+                slot["arguments"] += function.get("arguments") or ""
+    assert len(calls) == 1
+    _valid_calls([(slot["name"], slot["arguments"]) for slot in calls.values()], ["set_alarm"])
+
+
+def test_responses_api_required_tool_choice_makes_a_valid_call(server):
+    tools = [{"type": "function", **tool["function"]} for tool in BOUNDED_TOOLS]
+    answer = _post(server, {"model": "tiny", "input": "Weather in Paris?", "tools": tools, "tool_choice": "required",
+                            "temperature": 0, "max_output_tokens": 300,
+                            "chat_template_kwargs": {"enable_thinking": False}}, path="/v1/responses")
+    calls = [(item["name"], item["arguments"]) for item in answer["output"] if item["type"] == "function_call"]
+    assert calls, answer["output"]
+    _valid_calls(calls, ["get_weather", "set_alarm"])
+
+
+def test_a_forced_call_on_a_request_with_its_own_output_constraint_is_refused_with_a_400(server):
+    """A request that constrains its output itself and forces a call: the two constraints cannot both apply."""
     with pytest.raises(urllib.error.HTTPError) as raised:
         _post(server, _body(tool_choice="required"))
     assert raised.value.code == 400
     error = json.loads(raised.value.read())["error"]
-    assert 'tool_choice="required" is not supported with --tool-call-parser response_templates' in error["message"]
-
-
-def test_strict_tools_are_refused_with_a_400_naming_tools(server):
-    strict = [{"type": "function", "function": {**TOOLS[0]["function"], "strict": True}}]
-    with pytest.raises(urllib.error.HTTPError) as raised:
-        _post(server, _body(tools=strict))
-    assert raised.value.code == 400
-    error = json.loads(raised.value.read())["error"]
-    assert "strict tools are not supported with --tool-call-parser response_templates" in error["message"]
-    assert "'get_weather'" in error["message"]
-    assert error.get("param") == "tools"
+    assert 'tool_choice="required" with --tool-call-parser response_templates' in error["message"]
+    assert "already constrains the output" in error["message"]
+    assert error.get("param") == "tool_choice"
 
 
 def _responses_body(**extra):

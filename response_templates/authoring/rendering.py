@@ -260,8 +260,10 @@ def generated_part(prompt: str, full: str, message: dict, synthesis: dict | None
     if not full.startswith(head):
         return None
     reasoning = message.get("reasoning_content") or ""
-    if reasoning and full[len(head) :].startswith(reasoning):
+    rest = full[len(head) :]
+    if reasoning and rest.startswith(reasoning) and (message.get("content") or "") in rest[len(reasoning) :]:
         # The rendered turn keeps the reasoning, written bare right after the turn's header (Apriel 1.6): only the
-        # prefill is the prompt's own, and the rest of the turn is what the model writes after it.
-        return full[len(head) :]
+        # prefill is the prompt's own, and the rest of the turn is what the model writes after it. (A turn that
+        # drops the reasoning may start with the same text when the answer does: the answer must follow it.)
+        return rest
     return reasoning + synthesis["close"] + full[len(head) :]

@@ -284,6 +284,55 @@ def _for_template(message: dict, arguments: str, in_content: dict | None = None,
     return message
 
 
+def scenarios(options: dict) -> list[dict]:
+    """The scenarios of verify options (one unnamed default scenario when none are listed)."""
+    return options.get("scenarios") or [{"name": "default"}]
+
+
+def scenario_render_kwargs(options: dict, scenario: dict) -> dict:
+    """The variables a scenario renders with besides the messages and tools: bos/eos tokens, then the options'
+    render_kwargs, then the scenario's (which win)."""
+    kwargs = {"bos_token": options.get("bos_token", ""), "eos_token": options.get("eos_token", "")}
+    kwargs.update(options.get("render_kwargs") or {})
+    kwargs.update(scenario.get("render_kwargs") or {})
+    return kwargs
+
+
+def render_turn(
+    chat_template: str,
+    history: list[dict],
+    message: dict,
+    *,
+    tools: list | None,
+    options: dict,
+    render_kwargs: dict,
+) -> tuple[str, str, str | None]:
+    """Render one conversation the way verify does and cut out the assistant's generation.
+
+    `history` and `message` are in the OpenAI shape (arguments as dicts, reasoning under `reasoning_content`);
+    they are given to the chat template as the verify `options` say (arguments, tools_shape, reasoning_key,
+    reasoning_in_content). Returns (prompt, full, generation): the history rendered with the generation prompt,
+    the history and message rendered without it, and what the model wrote after the prompt (None when the prompt
+    is not a prefix of the full rendering and `reasoning_synthesis` does not apply). Rendering errors propagate.
+    Call it inside `frozen_clock()` when the chat template may write the time.
+    """
+    arguments = options.get("arguments", "dict")
+    in_content = options.get("reasoning_in_content")
+    reasoning_key = options.get("reasoning_key")
+    rendered_history = [_for_template(m, arguments, in_content, reasoning_key) for m in history]
+    # Some chat templates read bare function schemas ({"name", "description", "parameters"}), not the
+    # OpenAI {"type": "function", "function": ...} wrappers; the parse still gets the wrapped tools.
+    given = [t["function"] for t in tools] if tools and options.get("tools_shape") == "function" else tools
+    prompt = render_chat_template(chat_template, rendered_history, tools=given, add_generation_prompt=True, **render_kwargs)
+    full = render_chat_template(
+        chat_template,
+        rendered_history + [_for_template(message, arguments, in_content, reasoning_key)],
+        tools=given,
+        **render_kwargs,
+    )
+    return prompt, full, generated_part(prompt, full, message, options.get("reasoning_synthesis"))
+
+
 @frozen_clock()  # the prompt and the full turn are rendered apart: a template that writes the time must agree
 def verify(
     template: Any,
@@ -349,16 +398,12 @@ def _verify(
             f"the chat template does not compile{f' (line {line})' if line else ''}: {type(error).__name__}: {error}"
         ) from None
 
-    base_kwargs = {"bos_token": options.get("bos_token", ""), "eos_token": options.get("eos_token", "")}
-    base_kwargs.update(options.get("render_kwargs") or {})
-    arguments = options.get("arguments", "dict")
     only = options.get("cases")
     skip = options.get("skip_cases") or {}
-    synthesis = options.get("reasoning_synthesis")
 
     results = []
-    for scenario in options.get("scenarios") or [{"name": "default"}]:
-        kwargs = {**base_kwargs, **(scenario.get("render_kwargs") or {})}
+    for scenario in scenarios(options):
+        kwargs = scenario_render_kwargs(options, scenario)
         reasoning = scenario.get("reasoning", bool(supports.get("reasoning")))
         cases = _cases(reasoning, bool(supports.get("tool_calls")), bool(supports.get("parallel_tool_calls")))
         for name, history, message, uses_tools in cases:
@@ -370,24 +415,14 @@ def _verify(
                 result.skipped = skip[name]
                 continue
             tools = SAMPLE_TOOLS if uses_tools or options.get("tools_always") else None
-            in_content = options.get("reasoning_in_content")
-            reasoning_key = options.get("reasoning_key")
-            rendered_history = [_for_template(m, arguments, in_content, reasoning_key) for m in history]
-            # Some chat templates read bare function schemas ({"name", "description", "parameters"}), not the
-            # OpenAI {"type": "function", "function": ...} wrappers; the parse still gets the wrapped tools.
-            given = [t["function"] for t in tools] if tools and options.get("tools_shape") == "function" else tools
             try:
-                prompt = render_chat_template(chat_template, rendered_history, tools=given, add_generation_prompt=True, **kwargs)
-                full = render_chat_template(
-                    chat_template, rendered_history + [_for_template(message, arguments, in_content, reasoning_key)], tools=given, **kwargs
-                )
+                prompt, full, generation = render_turn(chat_template, history, message, tools=tools, options=options, render_kwargs=kwargs)
             except Exception as e:  # any template error is a finding, reported per case
                 result.ok = False
                 result.diff.append(f"chat template failed to render: {type(e).__name__}: {e}")
                 continue
             result.prompt = prompt
             result.tools = tools
-            generation = generated_part(prompt, full, message, synthesis)
             if generation is None:
                 result.ok = False
                 result.diff.append(

@@ -112,11 +112,12 @@ def _restore(working: str, cut: list) -> str:
 
 
 # In the unquoted-key dialect, after the first reading failed: a JSON string (kept), a Python constant, or a bare key
-# that holds spaces or other non-word characters (`{Basic LLM Chain:{...}}`), up to its ':'.
+# that holds spaces or other non-word characters (`{Basic LLM Chain:{...}}`), up to its ':'. The key may be empty:
+# the chat templates write the empty key as nothing (`{:1}` for {"": 1}).
 _PYTHONIC = regex.compile(
     r'"(?:\\.|[^"\\])*"'
     r"|(?<![\w.])(True|False|None)(?![\w.])"
-    r'|(?<=[{,])(\s*)([^\s"{}\[\],:\x01\x02](?:[^"{}\[\],:\x01\x02\n]*[^\s"{}\[\],:\x01\x02])?)(\s*):'
+    r'|(?<=[{,])(\s*)((?:[^\s"{}\[\],:\x01\x02](?:[^"{}\[\],:\x01\x02\n]*[^\s"{}\[\],:\x01\x02])?)?)(\s*):'
 )
 _JSON_WORDS = {"True": "true", "False": "false", "None": "null"}
 
@@ -135,6 +136,13 @@ def parse_json(text: str, args: dict) -> Any:
     delims = args.get("string_delims") or []
     working = text
     cut: list[str] = []
+    if delims and '"' in text:
+        # Text that is JSON as written is read so: a delimiter inside its strings is text (Olmo 3 writes dict
+        # arguments as JSON, where a single quote is an apostrophe). transformers cuts the delimiters first.
+        try:
+            return load_json(text)
+        except (JSONTooDeepError, json.JSONDecodeError):
+            pass
     if delims:
         if _SLOT_START in text or _SLOT_END in text:
             raise ValueError("json: the text holds the reserved characters \\x01 or \\x02 and cannot be parsed safely")
@@ -333,17 +341,25 @@ _NUMBER = regex.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 # arguments between quotes unescaped (LFM2.5) write it so, and so do the models trained on them.
 _QUOTED = regex.compile(r"""'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)\"""", regex.DOTALL)
 _HEX4 = regex.compile(r"u([0-9a-fA-F]{4})")
+_HEX2 = regex.compile(r"x([0-9a-fA-F]{2})")
+_HEX8 = regex.compile(r"U([0-9a-fA-F]{8})")
 _LOW_SURROGATE_ESCAPE = regex.compile(r"\\u([dD][c-fC-F][0-9a-fA-F]{2})")
 _RAW_SURROGATE = regex.compile(r"[\ud800-\udfff]")
 _SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _KEYWORDS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
 _LARGEST_INTEGER = 2**53 - 1
+# Digits (and sign) of the longest integer a Python literal may hold: Python's own int() limit for decimal text.
+_LONGEST_PYTHON_INTEGER = 4300
 
 
 class _CallListReader:
-    def __init__(self, text: str):
+    def __init__(self, text: str, python_literal: bool = False):
         self.text = text
         self.at = 0
+        # A Python literal as str() writes it (read_python_literal), not a python-call-list (whose grammar is
+        # transformers'): Python's \xNN and \UNNNNNNNN escapes, which repr() writes for unprintable characters,
+        # and integers of any size.
+        self.python_literal = python_literal
 
     def error(self, what: str) -> ValueError:
         return ValueError(f"python-call-list: {what} at position {self.at}.\nContent: {excerpt(self.text, self.at)}")
@@ -411,6 +427,14 @@ class _CallListReader:
                 pieces.append(_SIMPLE_ESCAPES[code_char])
                 done = slash + 2
                 continue
+            if self.python_literal and code_char in "xU":
+                python_hex = (_HEX2 if code_char == "x" else _HEX8).match(body, slash + 1)
+                if python_hex is not None and int(python_hex.group(1), 16) <= 0x10FFFF:
+                    code, done = int(python_hex.group(1), 16), python_hex.end()
+                    if 0xD800 <= code <= 0xDFFF:
+                        raise self.error("lone surrogate escape in the string starting")
+                    pieces.append(chr(code))
+                    continue
             hex4 = _HEX4.match(body, slash + 1)
             if hex4 is None:
                 raise self.error(f"unsupported escape {body[slash:slash + 2]!r} in the string starting")
@@ -442,6 +466,9 @@ class _CallListReader:
         if number is not None:
             literal = number.group()
             if number.group(1) is None and number.group(2) is None:
+                if self.python_literal and len(literal) <= _LONGEST_PYTHON_INTEGER:
+                    self.at = number.end()
+                    return int(literal)
                 # Count digits first so that a huge literal never reaches int().
                 if len(literal) > 17 or abs(int(literal)) > _LARGEST_INTEGER:
                     raise self.error("integer outside the range of -(2^53 - 1) to 2^53 - 1")
@@ -493,8 +520,9 @@ def parse_python_call_list(text: str, args: dict) -> list:
 
 def read_python_literal(text: str) -> Any:
     """One Python literal (`{'metadata': False, 'ids': [1, 2]}`), read with the python-call-list value grammar
-    (strings, numbers, True/False/None, lists, dicts). Raises ValueError when `text` is anything else."""
-    reader = _CallListReader(text)
+    (strings, numbers, True/False/None, lists, dicts) plus what repr() writes beyond it (\\xNN and \\UNNNNNNNN
+    escapes, integers of any size). Raises ValueError when `text` is anything else."""
+    reader = _CallListReader(text, python_literal=True)
     value = reader.value(0)
     reader.skip_space()
     if reader.at != len(text):

@@ -301,29 +301,34 @@ def _overlap(first: str, second: str) -> bool:
 _MOST_ANCHOR_LITERALS = 16
 
 
-def _spelled_literals(items: Any) -> list | None:
-    """The strings a parsed regex (Python's parser) can match when it only spells literals and alternatives of them,
-    or None."""
+def spelled_literals(items: Any, optional: bool = False, most: int = _MOST_ANCHOR_LITERALS) -> list | None:
+    """The strings a parsed regex (Python's parser) can match when it only spells literals and alternatives of them
+    (and, with `optional`, optional parts of them: `s?`), at most `most` of them, or None."""
     results = [""]
     for op, av in items:
         if op is sre_constants.LITERAL:
             results = [text + chr(av) for text in results]
+        elif optional and op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT) and av[0] == 0 and av[1] == 1:
+            spelled = spelled_literals(av[2], optional, most)
+            if spelled is None:
+                return None
+            results = [text + option for text in results for option in [""] + spelled]
         elif op is sre_constants.BRANCH:
             options = []
             for alternative in av[1]:
-                spelled = _spelled_literals(alternative)
+                spelled = spelled_literals(alternative, optional, most)
                 if spelled is None:
                     return None
                 options += spelled
             results = [text + option for text in results for option in options]
         elif op is sre_constants.SUBPATTERN and not (av[1] or av[2]):
-            spelled = _spelled_literals(av[3])
+            spelled = spelled_literals(av[3], optional, most)
             if spelled is None:
                 return None
             results = [text + option for text in results for option in spelled]
         else:
             return None
-        if len(results) > _MOST_ANCHOR_LITERALS:
+        if len(results) > most:
             return None
     return results
 
@@ -351,7 +356,7 @@ def _anchor_literals(anchor: Delimiter) -> tuple | None:
         parsed = _parsed_anchor(anchor)
         if parsed is None:
             return None
-        literals = _spelled_literals(parsed)
+        literals = spelled_literals(parsed)
         if literals is None:
             return None
     literals = tuple(dict.fromkeys(literals))
@@ -393,7 +398,7 @@ def _leading_literals(items: list) -> list | None:
         spelled = [chr(av)] if op is sre_constants.LITERAL else None
         whole = True
         if op is sre_constants.BRANCH:
-            spelled = _spelled_literals([(op, av)])
+            spelled = spelled_literals([(op, av)])
             if spelled is None:  # alternatives that go on past their literals: what each begins with, then stop
                 whole, spelled = False, []
                 for alternative in av[1]:
@@ -403,7 +408,7 @@ def _leading_literals(items: list) -> list | None:
                         break
                     spelled += leading
         elif op is sre_constants.SUBPATTERN and not (av[1] or av[2]):
-            spelled = _spelled_literals(list(av[3]))
+            spelled = spelled_literals(list(av[3]))
             if spelled is None:
                 whole, spelled = False, _leading_literals(list(av[3]))
         if not spelled or "" in spelled:

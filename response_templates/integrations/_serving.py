@@ -122,24 +122,115 @@ def forced_tool_choice(request: Any) -> str | None:
     return f'function "{name}"' if name else repr(choice)
 
 
+def tool_choice_dict(choice: Any) -> Any:
+    """A request's tool_choice as the grammar compiler takes it: "auto", "required", "none", or
+    {"type": "function", "function": {"name": ...}} (chat completions nest the name, the Responses API does not)."""
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        return choice
+    if hasattr(choice, "model_dump"):
+        choice = choice.model_dump(exclude_none=True)
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
+        name = name or choice.get("name")
+        if isinstance(name, str):
+            return {"type": "function", "function": {"name": name}}
+    return choice
+
+
+def constraint_wanted(tool_choice: Any, tools: Any, parallel_tool_calls: Any) -> bool:
+    """Whether a request needs the tool-call constraint: it forces a call ("required" or a named function), has a
+    strict tool, or allows at most one call (parallel_tool_calls=false); never with tool_choice "none"."""
+    choice = tool_choice_dict(tool_choice)
+    if choice == "none" or not tool_dicts(tools):
+        return False
+    return choice != "auto" or strict_tool(tools) is not None or parallel_tool_calls is False
+
+
+def render_prompt(tokenizer: Any, messages: Any, *, tools: Any = None, chat_template: str | None = None,
+                  chat_template_kwargs: dict | None = None) -> str:
+    """The prompt text a chat request renders to with the tokenizer's chat template (or `chat_template`), for
+    engines that set a request's constraint before giving parsers the prompt. When the conversation cannot be
+    rendered as it is (content parts a template does not take, say), a one-message conversation with the same
+    options gives the generation prompt, which is what the constraint depends on; "" when neither renders."""
+    kwargs = {key: value for key, value in (chat_template_kwargs or {}).items()
+              if key not in ("tokenize", "conversation", "messages", "chat_template", "tools", "return_dict")}
+    kwargs.setdefault("add_generation_prompt", True)
+    conversation = []
+    for message in messages or ():
+        if hasattr(message, "model_dump"):
+            message = message.model_dump(exclude_none=True)
+        conversation.append(dict(message) if isinstance(message, dict) else message)
+    for attempt in (conversation, [{"role": "user", "content": "Hello."}]):
+        try:
+            text = tokenizer.apply_chat_template(attempt, tools=tools, chat_template=chat_template, tokenize=False,
+                                                 **kwargs)
+        except Exception as error:  # a template that refuses this conversation: try the next one
+            logger().debug("%s: the chat template does not render this conversation: %s", NAME, error)
+            continue
+        if isinstance(text, str):
+            return text
+    return ""
+
+
+def tool_constraint(template: dict, tools: Any, *, prompt: str, tool_choice: Any, parallel_tool_calls: Any,
+                    after_reasoning: bool) -> str:
+    """The structural tag (JSON text) that makes the model write valid calls of `tools` as `tool_choice` asks, for
+    output that follows `prompt`; with `after_reasoning` the engine applies it only once the reasoning is over.
+    Checked with the installed xgrammar when there is one. Raises GrammarError naming the reason."""
+    import json
+
+    from ..core.errors import GrammarError
+    from .grammar import structural_tag
+
+    tag = structural_tag(template, tool_dicts(tools), prefix=prompt, tool_choice=tool_choice_dict(tool_choice),
+                         parallel_tool_calls=parallel_tool_calls is not False, _after_reasoning=after_reasoning)
+    text = json.dumps(tag, ensure_ascii=False)
+    why = xgrammar_refuses(text)
+    if why:
+        raise GrammarError(why)
+    return text
+
+
+def xgrammar_refuses(tag_json: str) -> str:
+    """Why the installed xgrammar cannot compile this structural tag ("" when it can, or when xgrammar is not
+    installed). xgrammar releases differ in what a tag may hold (0.2.8 has no `gemma` JSON style, for one)."""
+    try:
+        import xgrammar
+    except Exception:
+        return ""
+    try:
+        xgrammar.Grammar.from_structural_tag(tag_json)
+    except Exception as error:
+        from importlib import metadata
+
+        try:
+            release = metadata.version("xgrammar")
+        except metadata.PackageNotFoundError:
+            release = "(unknown release)"
+        return f"the installed xgrammar {release} cannot compile the constraint: {error}"
+    return ""
+
+
 def reasoning_closed(template: dict, tokenizer: Any, input_ids: Sequence[int]) -> bool:
-    """Whether the reasoning is over at the end of `input_ids` (a prompt): no reasoning field is open there."""
-    from ..core.parser import ResponseParser
+    """Whether the reasoning is over at the end of `input_ids` (a prompt, or a prompt and the output so far): text
+    written next would not be reasoning. Engines ask this to start a constraint after the reasoning, so a closer
+    the parser still holds (`</think>` followed by whitespace, which the next text may extend) counts as closed."""
+    from ..core.parse_whole import parse_response
 
     fields = template.get("fields") or {}
     if not any(k in fields for k in REASONING_FIELDS):
         return True
     try:
-        parser = ResponseParser(template, decode(tokenizer, list(input_ids)))
+        message = parse_response(_PROBE, template, prefix=decode(tokenizer, list(input_ids)))
     except Exception:
         return False
-    open_field = None
-    for event in parser.initial_events:
-        if event["type"] == "region_open":
-            open_field = event.get("field")
-        elif event["type"] == "region_close":
-            open_field = None
-    return open_field not in REASONING_FIELDS
+    return not any(_PROBE in (message.get(k) or "") for k in REASONING_FIELDS if isinstance(message.get(k), str))
+
+
+# Text written after a prompt to see which region it lands in (plain text that opens and closes nothing).
+_PROBE = "Probe"
 
 
 def logger():

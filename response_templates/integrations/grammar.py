@@ -36,7 +36,7 @@ import regex
 
 from ..core.errors import GrammarError
 from ..core.parse_whole import parse_response
-from ..core.template import CompiledTemplate, load_template
+from ..core.template import CompiledTemplate, load_template, spelled_literals
 
 __all__ = ["GrammarError", "explain", "structural_tag"]
 
@@ -57,6 +57,10 @@ _sre_parse, _sre = _regex_internals()
 _WS_MAX = 4
 # Characters that make a literal run a marker worth keeping out of free text and argument strings.
 _MARKER_CHARS = set("<>|[]{}`\uff5c")
+# The character classes an optional part may use, as a regex element spells them.
+_CLASSES = {_sre.CATEGORY_DIGIT: "0-9", _sre.CATEGORY_WORD: "A-Za-z0-9_", _sre.CATEGORY_SPACE: " \\t\\r\\n"}
+# How many spellings of one literal run the marker search follows (optional letters multiply them).
+_RUN_VARIANTS = 8
 
 
 class _Dead(Exception):
@@ -65,10 +69,12 @@ class _Dead(Exception):
 
 @dataclass(frozen=True)
 class _Piece:
-    kind: str  # "lit", "ws" (whitespace, at least `size` characters), "group" (a named group's text)
+    kind: str  # "lit", "ws" (whitespace, at least `size` characters), "group" (a named group's text), "opt" (an
+    # optional part the grammar allows but the canonical writing leaves out: `text` is its regex)
     text: str = ""  # the literal, the group's name, or for "ws" the whitespace characters the pattern allows
     size: int = 0
     most: int = -1  # for "ws": the most characters the pattern allows there (-1: no bound)
+    sample: str = ""  # for "opt": one text it matches, for the compiler's check
 
 
 @dataclass
@@ -80,6 +86,8 @@ class _CallForm:
     elements: list
     end: str
     write: Callable[[dict], str]  # the canonical text of a call with these arguments
+    # the optional parts the grammar allows (their element in `elements`) and how a call is written with each
+    optional: list = field(default_factory=list)
 
 
 @dataclass
@@ -159,7 +167,9 @@ def _is_anything(items: Any) -> bool:
     return False
 
 
-def _walk(items: Any, names: dict, out: list) -> None:
+def _walk(items: Any, names: dict, out: list, fill: dict | None = None) -> None:
+    """Pieces of the canonical writing of `items`. `fill`: named groups written as the given text (the optional
+    part around such a group is then written too)."""
     for op, av in items:
         if op is _sre.LITERAL:
             out.append(_Piece("lit", chr(av)))
@@ -171,16 +181,18 @@ def _walk(items: Any, names: dict, out: list) -> None:
         elif op is _sre.SUBPATTERN:
             group, _, _, body = av
             name = names.get(group)
-            if name is not None:
+            if fill and name in fill:
+                out.append(_Piece("lit", fill[name]))
+            elif name is not None:
                 out.append(_Piece("group", name))
             else:
-                _walk(body, names, out)
+                _walk(body, names, out, fill)
         elif op is _sre.BRANCH:
             reasons = []
             for alternative in av[1]:
                 attempt: list = []
                 try:
-                    _walk(alternative, names, attempt)
+                    _walk(alternative, names, attempt, fill)
                 except _Dead as dead:
                     reasons.append(str(dead))
                     continue
@@ -194,18 +206,89 @@ def _walk(items: Any, names: dict, out: list) -> None:
                 out.append(_Piece("ws", _space_chars(body), size=low, most=-1 if high is _sre.MAXREPEAT else high))
             elif _is_anything(body):
                 raise _Dead("eats the rest of the text")
-            elif low:
-                for _ in range(low):
-                    _walk(body, names, out)
-            # else: an optional part, left out of the canonical writing
+            elif low or fill and _holds_group(body, names, fill):
+                for _ in range(max(low, 1)):
+                    _walk(body, names, out, fill)
+            else:  # an optional part, left out of the canonical writing; the grammar allows it where it can say it
+                optional = _as_regex(body, names) if high == 1 else None
+                if optional:
+                    out.append(_Piece("opt", f"({optional[0]})?", sample=optional[1]))
         elif op is _sre.GROUPREF_EXISTS:
             _group, _yes, no = av
             if no:  # the optional groups were left out, so the "no" branch is the one taken
-                _walk(no, names, out)
+                _walk(no, names, out, fill)
         elif op is _sre.IN and _space_chars([(op, av)]):
             out.append(_Piece("ws", _space_chars([(op, av)]), size=1, most=1))
         else:
             raise _Dead(f"needs a character the compiler cannot choose ({op})")
+
+
+def _holds_group(items: Any, names: dict, wanted: Any) -> bool:
+    """`items` hold a named group among `wanted`."""
+    for op, av in items:
+        if op is _sre.SUBPATTERN:
+            if names.get(av[0]) in wanted or _holds_group(av[3], names, wanted):
+                return True
+        elif op is _sre.BRANCH:
+            if any(_holds_group(alternative, names, wanted) for alternative in av[1]):
+                return True
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
+            if _holds_group(av[2], names, wanted):
+                return True
+    return False
+
+
+def _as_regex(items: Any, names: dict) -> tuple | None:
+    """(an optional part as xgrammar's regex element spells it, one text it matches), for literals, digit and word
+    classes, bounded repeats of them, groups and alternatives; None for anything else (a named group, a lookaround,
+    an open-ended run of any character). The compiler's check keeps it only where the parser reads a
+    call written with it as the same call."""
+    out, sample = "", ""
+    for op, av in items:
+        if op is _sre.LITERAL:
+            out += _re.escape(chr(av))
+            sample += chr(av)
+        elif op is _sre.IN:
+            if any(kind is _sre.NEGATE for kind, _ in av):
+                return None
+            parts, first = [], ""
+            for kind, value in av:
+                if kind is _sre.LITERAL:
+                    parts.append(_re.escape(chr(value)))
+                    first = first or chr(value)
+                elif kind is _sre.RANGE:
+                    parts.append(f"{_re.escape(chr(value[0]))}-{_re.escape(chr(value[1]))}")
+                    first = first or chr(value[0])
+                elif kind is _sre.CATEGORY and value in _CLASSES:
+                    parts.append(_CLASSES[value])
+                    first = first or _CLASSES[value][0]
+                else:
+                    return None
+            out += "[" + "".join(parts) + "]"
+            sample += first
+        elif op is _sre.SUBPATTERN:
+            inner = None if names.get(av[0]) is not None else _as_regex(av[3], names)
+            if inner is None:
+                return None
+            out += f"({inner[0]})"
+            sample += inner[1]
+        elif op is _sre.BRANCH:
+            alternatives = [_as_regex(alternative, names) for alternative in av[1]]
+            if any(alternative is None for alternative in alternatives):
+                return None
+            out += "(" + "|".join(alternative[0] for alternative in alternatives) + ")"  # type: ignore[index]
+            sample += alternatives[0][1]  # type: ignore[index]
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
+            low, high, body = av
+            inner = None if _is_anything(body) else _as_regex(body, names)
+            if inner is None:
+                return None
+            most = _WS_MAX * 4 if high is _sre.MAXREPEAT else high  # a model writes an index, not an essay
+            out += f"({inner[0]}){{{low},{max(low, most)}}}"
+            sample += inner[1] * max(low, 1)
+        else:
+            return None
+    return out, sample
 
 
 def _merge(pieces: list) -> list:
@@ -221,12 +304,12 @@ def _merge(pieces: list) -> list:
     return merged
 
 
-def _skeleton(delimiter: Any, what: str) -> list:
+def _skeleton(delimiter: Any, what: str, fill: dict | None = None) -> list:
     """The canonical writing of a field's open or close delimiter (its spec: a literal, a list or a pattern)."""
-    return _skeletons(delimiter, what)[0]
+    return _skeletons(delimiter, what, fill)[0]
 
 
-def _skeletons(delimiter: Any, what: str) -> list:
+def _skeletons(delimiter: Any, what: str, fill: dict | None = None) -> list:
     """Every top-level alternative of a delimiter that can be written, in the template's order."""
     if delimiter is None:
         raise _Dead(f"{what}: none")
@@ -244,7 +327,7 @@ def _skeletons(delimiter: Any, what: str) -> list:
     for alternative in alternatives:
         out: list = []
         try:
-            _walk(alternative, names, out)
+            _walk(alternative, names, out, fill)
         except _Dead as dead:
             reasons.append(str(dead))
             continue
@@ -263,9 +346,11 @@ def _delimiter_spec(spec: dict, literal_key: str, pattern_key: str) -> Any:
     return spec.get(literal_key)
 
 
-def _literal_runs(pattern: str) -> list:
+def _literal_runs(pattern: str, spellings: bool = True) -> list:
     """Every maximal run of literal text anywhere in the pattern (all alternatives). Optional whitespace and
-    lookarounds do not break a run: `(?<=\\})\\s*\\]` spells `}]`, text that closes a region wherever it is."""
+    lookarounds do not break a run: `(?<=\\})\\s*\\]` spells `}]`, text that closes a region wherever it is.
+    With `spellings`, a few literal spellings do not break one either (`s?`: both runs); the pieces between them
+    are runs too (`invoke>` of `</｜DSML｜ ?invoke>` stays a marker)."""
     try:
         parsed, _ = _parse_pattern(pattern)
     except _Dead:
@@ -278,6 +363,12 @@ def _literal_runs(pattern: str) -> list:
         for op, av in items:
             if op is _sre.LITERAL:
                 active = [run + chr(av) for run in active]
+                continue
+            choices = spelled_literals([(op, av)], optional=True, most=_RUN_VARIANTS) if spellings else None
+            if choices is not None and len(active) * len(choices) <= _RUN_VARIANTS:
+                # a few literal spellings (`s?`, `(?:functions\\.)?`, `(?:a|b)`) go on with each run: Kimi's
+                # `<\\|tool_calls?_section_begin\\|>` is the marker `<|tool_calls_section_begin|>`, not two pieces
+                active = [run + choice for run in active for choice in choices]
                 continue
             if op is _sre.ASSERT:
                 active = visit(av[1], active)
@@ -306,7 +397,8 @@ def _literal_runs(pattern: str) -> list:
         return active
 
     runs.extend(visit(list(parsed), [""]))
-    return [run for run in runs if run]
+    found = [run for run in runs if run]
+    return found + [run for run in _literal_runs(pattern, False) if run not in found] if spellings else found
 
 
 def _markers(source: dict) -> list:
@@ -356,8 +448,10 @@ def _free_text(excludes: list) -> dict:
     return {"type": "any_text", "excludes": list(excludes)}
 
 
-def _split(pieces: list, name: str | None) -> tuple:
-    """Pieces -> (leading literal text, the rest as formats, the canonical text). A `name` group reads `name`."""
+def _split(pieces: list, name: str | None, include: Any = None, elements: dict | None = None) -> tuple:
+    """Pieces -> (leading literal text, the rest as formats, the canonical text). A `name` group reads `name`.
+    The canonical text leaves optional parts out, but for the piece `include` (written with its sample);
+    `elements`, when given, maps each optional piece's id to its format."""
     lead, formats, text = "", [], ""
     leading = True
     for piece in pieces:
@@ -371,6 +465,13 @@ def _split(pieces: list, name: str | None) -> tuple:
                 lead += piece.text
             else:
                 formats.append(_const(piece.text))
+        elif piece.kind == "opt":  # allowed by the grammar, left out of the canonical text
+            leading = False
+            formats.append({"type": "regex", "pattern": piece.text})
+            if elements is not None:
+                elements[id(piece)] = formats[-1]
+            if piece is include:
+                text += piece.sample
         else:
             leading = False
             formats.append(_ws(piece.size, piece.text, piece.most))
@@ -385,9 +486,23 @@ def _space(chars: str) -> str:
 
 def _strip_ws(pieces: list, leading: bool) -> list:
     pieces = list(pieces)
-    while pieces and pieces[0 if leading else -1].kind == "ws" and pieces[0 if leading else -1].size == 0:
+    # optional whitespace, and optional parts, at the edge: the tag's begin and end are literal text
+    while pieces and (pieces[0 if leading else -1].kind == "opt"
+                      or pieces[0 if leading else -1].kind == "ws" and pieces[0 if leading else -1].size == 0):
         pieces.pop(0 if leading else -1)
-    return pieces
+    # an optional part inside the literal text at that edge (Hunyuan's `<tool_call(?::opensource)?>`) is left out,
+    # so that the begin or end stays the whole literal, written as the canonical spelling
+    order = pieces if leading else pieces[::-1]
+    kept: list = []
+    at = 0
+    while at < len(order):
+        if order[at].kind == "lit":
+            kept.append(order[at])
+        elif not (order[at].kind == "opt" and kept and at + 1 < len(order) and order[at + 1].kind == "lit"):
+            break
+        at += 1
+    kept += order[at:]
+    return _merge(kept if leading else kept[::-1])
 
 
 def _sample(schema: Any, depth: int = 0) -> Any:
@@ -496,57 +611,80 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         raise _Dead(f"xml-inline values read by {parser.get('name')!r} are not supported yet")
     # a json value_parser reads every value as JSON: strings are written quoted
     json_values = parser.get("name") == "json"
-    pieces = _skeleton("\0pattern:" + pattern, "tag_pattern")
+
+    def skeleton(fill: dict | None = None) -> list:  # (optional parts of a tag are left out)
+        return [piece for piece in _skeleton("\0pattern:" + pattern, "tag_pattern", fill) if piece.kind != "opt"]
+
+    pieces = skeleton()
     by = args.get("value_parser_by")
+    # a value parser picked by a group (DSML's string="true|false"): a string parameter is written with the value
+    # that picks the text parser (raw text), the others with the one that picks JSON, as the format's models do
+    picked: dict = {}
     if by:
-        # the canonical writing leaves the selecting group out (it is optional), so value_parser applies
         _, names = _parse_pattern(pattern)
         group = by.get("group")
-        if any(p.kind == "group" and p.text == group for p in pieces) or group not in names.values():
+        chosen = {(parser or {}).get("name"): value for value, parser in (by.get("parsers") or {}).items()}
+        if "text" in chosen and "json" in chosen and group in names.values():
+            picked = {"string": skeleton({group: chosen["text"]}), "other": skeleton({group: chosen["json"]})}
+        # else the canonical writing leaves the selecting group out (it is optional), so value_parser applies
+        elif any(p.kind == "group" and p.text == group for p in pieces) or group not in names.values():
             raise _Dead(f"xml-inline values whose parser is picked by the group {group!r} are not supported yet")
-        if _group_required(pattern, group):
+        elif _group_required(pattern, group):
             raise _Dead(f"the group {group!r} that picks the value parser is not optional")
-    kinds = [piece.text for piece in pieces if piece.kind == "group"]
-    if kinds != ["key", "value"]:
-        raise _Dead(f"tag_pattern {pattern!r}: expected a key group then a value group, found {kinds}")
-    # optional whitespace before the key is left out; after it (`>\\n?` before the value, `\\n?</parameter>` after
-    # it) it is kept where the pattern allows it, as models write it there
-    at_key = next(i for i, p in enumerate(pieces) if p.kind == "group")
-    before = [_Piece("lit", _space(p.text) * p.size) if p.kind == "ws" else p
-              for p in pieces[:at_key] if not (p.kind == "ws" and p.size == 0)]
-    at_value = next(i for i, p in enumerate(pieces) if p.kind == "group" and p.text == "value")
-    between, after = pieces[at_key + 1:at_value], pieces[at_value + 1:]
-    if any(p.kind != "lit" for p in before) or any(p.kind == "group" for p in between):
-        raise _Dead(f"tag_pattern {pattern!r}: the key must follow literal text")
-    lead, between_formats, between_text = _split(between, None) if between else ("", [], "")
-    ahead = [p for p in after if p.kind == "ws"][:1] if after and after[0].kind == "ws" else []
-    rest = after[len(ahead):]
-    if not rest or rest[0].kind != "lit":
-        raise _Dead(f"tag_pattern {pattern!r}: the value must end at literal text")
-    opener = "".join(p.text for p in before), lead
-    closer = ""
-    for piece in rest:  # the tag's end: its literal text, optional whitespace inside it left out
-        if piece.kind == "group":
-            break
-        closer += piece.text if piece.kind == "lit" else _space(piece.text) * piece.size
-    value_ws = [_ws(ahead[0].size, ahead[0].text, ahead[0].most)] if ahead else []
+
+    def layout(pieces: list) -> tuple:
+        """(tag opener: text before the key, text after it; the formats and text between the key and the value;
+        the tag's closer; the whitespace format allowed after a JSON value)"""
+        kinds = [piece.text for piece in pieces if piece.kind == "group"]
+        if kinds != ["key", "value"]:
+            raise _Dead(f"tag_pattern {pattern!r}: expected a key group then a value group, found {kinds}")
+        # optional whitespace before the key is left out; after it (`>\\n?` before the value, `\\n?</parameter>`
+        # after it) it is kept where the pattern allows it, as models write it there
+        at_key = next(i for i, p in enumerate(pieces) if p.kind == "group")
+        before = [_Piece("lit", _space(p.text) * p.size) if p.kind == "ws" else p
+                  for p in pieces[:at_key] if not (p.kind == "ws" and p.size == 0)]
+        at_value = next(i for i, p in enumerate(pieces) if p.kind == "group" and p.text == "value")
+        between, after = pieces[at_key + 1:at_value], pieces[at_value + 1:]
+        if any(p.kind != "lit" for p in before) or any(p.kind == "group" for p in between):
+            raise _Dead(f"tag_pattern {pattern!r}: the key must follow literal text")
+        lead, between_formats, between_text = _split(between, None) if between else ("", [], "")
+        ahead = [p for p in after if p.kind == "ws"][:1] if after and after[0].kind == "ws" else []
+        rest = after[len(ahead):]
+        if not rest or rest[0].kind != "lit":
+            raise _Dead(f"tag_pattern {pattern!r}: the value must end at literal text")
+        closer = ""
+        for piece in rest:  # the tag's end: its literal text, optional whitespace inside it left out
+            if piece.kind == "group":
+                break
+            closer += piece.text if piece.kind == "lit" else _space(piece.text) * piece.size
+        value_ws = [_ws(ahead[0].size, ahead[0].text, ahead[0].most)] if ahead else []
+        return ("".join(p.text for p in before), lead), between_formats, between_text, closer, value_ws
+
+    layouts = {kind: layout(kind_pieces) for kind, kind_pieces in picked.items()} or {"": layout(pieces)}
+
+    def is_string(schema: Any) -> bool:
+        return isinstance(schema, dict) and schema.get("type") == "string" and (not json_values or bool(picked))
+
+    def layout_of(schema: Any) -> tuple:
+        return layouts[""] if "" in layouts else layouts["string" if is_string(schema) else "other"]
+
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or [])
     elements: list = []
     for key, schema in properties.items():
         if not isinstance(key, str) or not key or any(char.isspace() or char in "<>\"=" for char in key):
             raise _Dead(f"parameter name {key!r} cannot be written in a tag")
-        is_string = isinstance(schema, dict) and schema.get("type") == "string" and not json_values
+        opener, between_formats, _, closer, value_ws = layout_of(schema)
         value: dict
-        if is_string and schema.get("enum"):  # the value is one of the strings, written raw
+        if is_string(schema) and schema.get("enum"):  # the value is one of the strings, written raw
             value = {"type": "or", "elements": [_const(str(choice)) for choice in schema["enum"]]}
-        elif is_string:
+        elif is_string(schema):
             value = _free_text([m for m in markers if m != closer])
         else:
             value = {"type": "json_schema", "json_schema": _finite_numbers(schema), "excludes": list(markers),
                      "max_whitespace_cnt": _WS_MAX}
         # a raw string runs to the tag's end; JSON may be followed by the whitespace the pattern allows there
-        content = between_formats + [value] + ([] if is_string else value_ws)
+        content = between_formats + [value] + ([] if is_string(schema) else value_ws)
         content = content[0] if len(content) == 1 else {"type": "sequence", "elements": content}
         tag = {"type": "tag", "begin": opener[0] + key + opener[1], "content": content, "end": closer}
         item = {"type": "sequence", "elements": [_ws(0), tag]}
@@ -557,9 +695,9 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         for key, schema in properties.items():
             if key not in arguments:
                 continue
+            opener, _, between_text, closer, _ = layout_of(schema)
             value = arguments[key]
-            is_string = isinstance(schema, dict) and schema.get("type") == "string" and not json_values
-            text = value if is_string else json.dumps(value, ensure_ascii=False)
+            text = value if is_string(schema) else json.dumps(value, ensure_ascii=False)
             out += opener[0] + key + opener[1] + between_text[len(opener[1]):] + text + closer
         return out
 
@@ -598,16 +736,17 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
     elif function != {"name": "{name}", "arguments": "{content}"} or not has_name:
         raise _Dead(f"transform {transform!r}: expected function '{{content}}' or {{name: '{{name}}', "
                     "arguments: '{content}'}} with the name in the opener")
-    begin, open_formats, open_text = _split(opener, name)
+    optional_elements: dict = {}
+    begin, open_formats, open_text = _split(opener, name, elements=optional_elements)
     if not begin:
         raise _Dead("the opener does not start with literal text")
     # the closer's last literal is the tag's end; what comes before it belongs to the content
     last = max(i for i, p in enumerate(closer) if p.kind == "lit")
-    leading_close, close_formats, close_text = _split(closer[:last], None)
+    leading_close, close_formats, close_text = _split(closer[:last], None, elements=optional_elements)
     close_formats = ([_const(leading_close)] if leading_close else []) + close_formats
     end = closer[last].text
     trailing = closer[last + 1:]
-    if any(p.kind != "ws" for p in trailing):
+    if any(p.kind not in ("ws", "opt") for p in trailing):
         raise _Dead("the closer ends with a group")
     if content == "json":
         args = field_spec.get("content_args") or {}
@@ -629,10 +768,19 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
     else:
         raise _Dead(f"content {content!r} in a tool-call region is not supported yet")
 
-    def write(arguments: dict) -> str:
-        return begin + open_text[len(begin):] + write_body(arguments) + close_text + end
+    def writer(opened: str, closed: str) -> Callable[[dict], str]:
+        return lambda arguments: begin + opened[len(begin):] + write_body(arguments) + closed + end
 
-    return _CallForm(name, begin, open_formats + body_elements + close_formats, end, write)
+    # a call written with each optional part, for the check that the parser reads it as the same call
+    optional = []
+    for piece in opener:
+        if piece.kind == "opt":
+            optional.append((optional_elements[id(piece)], writer(_split(opener, name, piece)[2], close_text)))
+    for piece in closer[:last]:
+        if piece.kind == "opt":
+            optional.append((optional_elements[id(piece)], writer(open_text, _split(closer[:last], None, piece)[2])))
+    return _CallForm(name, begin, open_formats + body_elements + close_formats, end, writer(open_text, close_text),
+                     optional)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -733,7 +881,13 @@ def _wrappers(plan: _Plan) -> list:
         reserved.append(plan.reasoning_open)
     if plan.reasoning_tag:
         reserved.extend(plan.reasoning_tag)
-    candidates = [m for m in plan.markers if not any(_overlaps(m, text) for text in reserved)]
+    # a call's own text (`<|tool_call_argument_begin|>`) is no section marker either
+    # (a marker that spells out a call's begin further, DSML's `<｜DSML｜tool_calls>` after the begin `<｜DSML｜`,
+    # is one: the grammar tells them apart by what follows the begin)
+    begins = [form.begin for form in forms]
+    candidates = [m for m in plan.markers
+                  if not any(_overlaps(m, text) for text in reserved if not _extends(m, text, begins))
+                  and m not in one and m not in two]
 
     def calls_of(text: str) -> Any:
         message = _probe(plan.template, lead + text, plan.prefix, tools)
@@ -753,16 +907,51 @@ def _wrappers(plan: _Plan) -> list:
         after = calls_of(opener + one + two + closer + "After. " + one)
         return after is not None and after[0] == wanted + wanted[:1] and after[1].strip() == "After."
 
+    def neutral(marker: str) -> bool:  # a reasoning delimiter is no section marker, whatever the parser drops
+        message = _probe(plan.template, lead + "Before." + marker + "After.", plan.prefix, tools)
+        return message is not None and not (message.get("reasoning_content") and not lead)
+
+
     found: list = []
     for opener in opens:
-        for closer in closes:
-            if any(_overlaps(opener, other) for other, _ in found):
+        if any(_overlaps(opener, other) for other, _ in found) or not neutral(opener):
+            continue
+        # the closer that spells the opener most closely (`<|tool_calls_section_begin|>`: its own `_end|>`, not the
+        # singular spelling's)
+        for closer in sorted(closes, key=lambda closer: -_kinship(opener, closer)):
+            if not neutral(closer) or not wraps(opener, closer):
                 continue
-            # markup that reads the same either way round (a content block's own markers) is no call section
-            if wraps(opener, closer) and not wraps(closer, opener):
-                found.append((opener, closer))
-                break
+            # markup that reads the same either way round (Kimi drops its section markers wherever they are) is
+            # a section only as a pair spelled alike whose closer says it closes
+            if wraps(closer, opener) and not _closes(opener, closer):
+                continue
+            found.append((opener, closer))
+            break
     return found
+
+
+def _closes(opener: str, closer: str) -> bool:
+    """`closer` is `opener`'s closing marker as markup spells one: alike (half of the shorter shared at the start
+    and end) and saying it closes (`/`, `end`, `close`) where the opener does not."""
+    said = [word for word in ("/", "end", "close") if word in closer.lower() and word not in opener.lower()]
+    return bool(said) and 2 * _kinship(opener, closer) >= min(len(opener), len(closer))
+
+
+def _extends(marker: str, text: str, begins: list) -> bool:
+    """`marker` is a call's begin `text` spelled out further (and the overlap is only that)."""
+    return text in begins and marker.startswith(text) and len(marker) > len(text) and not any(
+        marker.endswith(text[:size]) for size in range(1, len(text)))
+
+
+def _kinship(one: str, other: str) -> int:
+    """How many characters two markers share at their start and at their end."""
+    start = 0
+    while start < min(len(one), len(other)) and one[start] == other[start]:
+        start += 1
+    end = 0
+    while end < min(len(one), len(other)) - start and one[-1 - end] == other[-1 - end]:
+        end += 1
+    return start + end
 
 
 def _trigger(begin: str, begins: list) -> str:
@@ -817,6 +1006,21 @@ def _self_check(plan: _Plan) -> None:
             raise GrammarError(
                 f"the canonical writing of a call does not parse back ({what}): {text!r} gives "
                 f"{calls if message is not None else 'a parse error'}")
+    # an optional part stays allowed only where a call written with it parses as the same call, alone, after
+    # another call and before text (DSML's self-closing `/` after the tool's name does not: parameters follow)
+    for form in forms:
+        for element, write in form.optional:
+            text = write(samples[form.tool])
+            for before, after, names in (("", "", [form.tool]), (one + plan.separator, "", [first.tool, form.tool]),
+                                         ("", plan.separator + one, [form.tool, first.tool]),
+                                         ("", " Done.", [form.tool])):
+                message = _probe(plan.template, lead + before + text + after, plan.prefix, _as_tools(plan.tools))
+                read = [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
+                        for call in (message or {}).get("tool_calls") or []]
+                if read != [(name, samples[name]) for name in names] and not (
+                        after == " Done." and "calls end the answer: no text after them" in plan.notes):
+                    form.elements[:] = [kept for kept in form.elements if kept is not element]
+                    break
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -877,7 +1081,10 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
                 group = {"type": "plus", "content": group}
             tags.append({"type": "tag", "begin": opener, "end": closer,
                          "content": {"type": "sequence", "elements": [group, _ws(0)]}})
-        triggers = plan.triggers + [opener for opener, _ in plan.wrappers]
+        # a section opener that starts with a call's trigger is reached through that trigger (xgrammar wants each
+        # tag under one trigger)
+        triggers = plan.triggers + [opener for opener, _ in plan.wrappers
+                                    if not any(opener.startswith(trigger) for trigger in plan.triggers)]
         elements.append({"type": "triggered_tags", "triggers": triggers, "tags": tags,
                          "at_least_one": False, "stop_after_first": not parallel, "excludes": _excludes(plan)})
     else:
@@ -917,7 +1124,7 @@ def _check_choice(tool_choice: Any, names: list) -> None:
 
 
 def structural_tag(template: Any, tools: Any = None, *, prefix: str = "", tool_choice: Any = "auto",
-                   parallel_tool_calls: bool = True) -> dict:
+                   parallel_tool_calls: bool = True, _after_reasoning: bool = False) -> dict:
     """An xgrammar structural tag (JSON form) that constrains a model writing with `template` to call `tools`.
 
     `template`: a template dict, a compiled template or a library name. `prefix`: the prompt, as for the parser
@@ -925,9 +1132,15 @@ def structural_tag(template: Any, tools: Any = None, *, prefix: str = "", tool_c
     opened, must be complete and valid), "required" (at least one call), "none" (no call), or
     {"type": "function", "function": {"name": ...}} (that call). `parallel_tool_calls=False`: at most one call.
     Raises `GrammarError` when the template cannot be expressed (the message says why)."""
+    # `_after_reasoning`, for engines that apply a constraint only once the reasoning is over (vLLM with a reasoning
+    # parser): a reasoning block the prompt left open counts as closed, so the grammar starts after it.
     tool_names = [name for name, _ in _tool_list(tools)]
     _check_choice(tool_choice, tool_names)
-    plan = _plan(template, tools if tool_choice != "none" else None, prefix if prefix is not None else "")
+    prefix = prefix if prefix is not None else ""
+    tools = tools if tool_choice != "none" else None
+    plan = _plan(template, tools, prefix)
+    if _after_reasoning and plan.reasoning_open is not None:
+        plan = _plan(template, tools, prefix + plan.reasoning_open)
     return copy.deepcopy(_build(plan, tool_choice, bool(parallel_tool_calls)))
 
 

