@@ -19,7 +19,7 @@ from .errors import (
     timeout_message,
 )
 from .regex_syntax import REGEX_ONLY_SYNTAX, work
-from .scanner import NOT_SPACE, first_candidate, quiet, scan_pattern, track_guards
+from .scanner import NOT_SPACE, Found, first_candidate, quiet, scan_pattern, track_guards
 from .template import Watch, WatchItem, literal_runs
 
 # Consumed text kept before the scan position, for \b and the like in delimiter patterns (templates whose
@@ -28,6 +28,9 @@ CONTEXT_KEPT = 256
 # A partial match held back over more text than this is tried again only once the held text doubles, unless the text
 # added may settle it (see _scan_item).
 LONG_HOLD = 256
+
+# A try on at most this much text runs the pattern itself rather than its twin (see `_scan_item`).
+SHORT_REST = 256
 
 # At the end of a text at most this long, a regex delimiter is found with one plain search (lookbehinds included,
 # its cost is bounded by the square of this length).
@@ -106,6 +109,8 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
     start = pos
     end = len(buffer)
     scan = item.delimiter.scan
+    live = False
+    quick = scan.safe
     if eos and end <= SHORT_SEARCH:
         return _short_search(item, buffer, pos, memo, key, base), end
     if memo is not None:
@@ -123,7 +128,40 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
         if start > limit:
             # every candidate left lies past what can be committed now (an earlier delimiter holds before it)
             return None, end
-        if not eos and first_candidate(scan, buffer, start) >= end:
+        if not eos:  # (at the end of the text every scan is the last: nothing to carry over)
+            final = memo.get((key, "final"))
+            if final is not None and final[0] - base == start:
+                # the match found there by the last scan, which no text added since can change (see below), still waits
+                # behind a delimiter held before it
+                return Found(start, final[1] - base, final[2]), end
+            # The last scan stopped at a candidate where a match began (held back, or a match that more text could
+            # change): it is tried first, without looking for candidates (text added since cannot start an earlier one).
+            live = memo.get((key, "live")) == start + base
+            quick = scan.safe or (scan.long_run is not None and _spaceless(scan) and _quiet_stream(scan, buffer, memo, base))
+            if live and start < end and scan.guards is None:
+                # That first try (`scanner._decide` on the whole text), inlined for its common outcome: the match begun
+                # there is still cut by the end of the text (a short stream meets it at every chunk of a delimiter).
+                # (the twin spares each try a look for the text the pattern requires up to the end of the text; on a short
+                # rest of the text that look costs less than the twin, which `regex` runs several times slower)
+                pattern = scan.twin if scan.twin is not None and end - start > SHORT_REST else item.delimiter.regex
+                if quick:
+                    _check_budget(item)
+                    again = pattern.match(buffer, start, end, partial=True)
+                    if again is not None and again.partial and scan.free is not None:
+                        # (a failing lookbehind may be reported as partial: still held when the pattern without its
+                        # lookbehinds reaches the end, else `scan_pattern` decides)
+                        _check_budget(item)
+                        again = scan.free.fullmatch(buffer, start, end, partial=True) and again
+                else:
+                    again = timed_call(item, pattern.match, buffer, start, end, partial=True)
+                    if again is not None and again.partial and scan.free is not None:
+                        again = timed_call(item, scan.free.fullmatch, buffer, start, end, partial=True) and again
+                if again is not None and (again.partial or again.end() == end):
+                    work[0] += 1
+                    if end - start > LONG_HOLD:
+                        memo[(key, "held")] = (start + base, end + base, end + base)
+                    return None, start
+        if not live and not eos and first_candidate(scan, buffer, start) >= end:
             # no trigger in the text since the last scan and no lead run at its end: nothing can start there
             memo[key] = end + base
             return None, end
@@ -135,22 +173,65 @@ def _scan_item(item: WatchItem, buffer: str, pos: int, eos: bool, limit: int, me
         state = memo.setdefault((key, "guards"), [0, []])
         guards = track_guards(scan, buffer, state[1], state, base)
     kind, match, at, dead = scan_pattern(
-        item.delimiter.regex, scan, buffer, pos, start, eos, limit, _quick(item) if scan.safe else _timer(item), guards
+        item.delimiter.regex, scan, buffer, pos, start, eos, limit, _quick(item) if quick else _timer(item), guards,
+        live,
     )
     if memo is not None:
         memo[key] = dead + base
+        if kind is not None and not eos:
+            memo[(key, "live")] = at + base
         if kind == "hold" and end - at > LONG_HOLD:
             memo[(key, "held")] = (at + base, end + base, end + base)
     if kind is None:
         return None, end
     if kind == "match":
+        found = match, end
         if not eos and end - match.end() <= CONTEXT_KEPT:
             # no way through the pattern reaches the end, but `$`, `\b` or a lookahead may still lean on it
-            return _settle_probe(item, buffer, match, end, ("\x00",))
-        return match, end
+            found = _settle_probe(item, buffer, match, end, ("\x00",))
+        if memo is not None and not eos and found[1] == end and scan.guards is None and _preferred_twin(item.delimiter.regex) is not None:
+            # A complete match in partial mode, where no way tried before it (nor its own) reached the end of the text,
+            # and no syntax that partial mode may take as final at the end (`$`, `\b`, a negative lookahead: no twin):
+            # no text added later can change it, so a later scan that starts here (another delimiter held before it
+            # kept it from being committed) takes it as it is.
+            # (kept as positions and groups: a match object would keep the buffer alive, which `feed` then copies)
+            memo[(key, "final")] = (at + base, match.end() + base, match.groupdict())
+        return found
     if kind == "hold":
         return None, at
     return _settle_probe(item, buffer, match, end)
+
+
+_SPACELESS: dict = {}
+
+
+def _spaceless(scan: Any) -> bool:
+    """Whether the characters of a pattern's pairs of repeats leave out the space: then a search for a long run of them
+    (`_quiet_stream`) is cheap on prose, and spares the tries `regex`'s per-call timeout; with the space it costs more
+    than the timeouts it spares."""
+    known = _SPACELESS.get(id(scan))
+    if known is None or known[0] is not scan:
+        if len(_SPACELESS) >= 1024:
+            _SPACELESS.clear()
+        known = _SPACELESS[id(scan)] = (scan, scan.long_run.match(" " * scan.run_limit) is None)
+    return known[1]
+
+
+def _quiet_stream(scan: Any, buffer: str, memo: dict, base: int) -> bool:
+    """`scanner.quiet` for a stream: whether the buffer holds no run of `run_limit` characters that two repeats of a
+    pair take (the only way a try of the pattern may take long), so that tries may run without `regex`'s per-call
+    timeout. Only the text added since the last call is searched; a run found counts until it leaves the buffer."""
+    key = ("long_run", id(scan))
+    state = memo.get(key)
+    checked, seen = state if state is not None else (base, -1)
+    end = len(buffer)
+    begin = max(0, checked - base - scan.run_limit + 1)
+    if begin < end:
+        work[0] += end - begin
+        if scan.long_run.search(buffer, begin) is not None:
+            seen = end + base  # (a run ends before the end of the buffer: it counts until the buffer starts there)
+        memo[key] = (end + base, seen)
+    return seen <= base
 
 
 def _still_held(scan: Any, buffer: str, checked: int) -> bool:
@@ -249,6 +330,16 @@ def _timer(item: WatchItem):
     return lambda *args, **kwargs: timed_call(item, *args, **kwargs)
 
 
+def _check_budget(item: WatchItem) -> None:
+    """Before a try without `regex`'s per-call timeout (see `_quick`): raise when the budget of the call is spent."""
+    try:
+        regex_time_left()
+    except TimeoutError:
+        raise RegexTimeoutError(
+            timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
+        ) from None
+
+
 def _quick(item: WatchItem):
     """Anchored tries of a pattern without nested or adjacent repeats (scan.PatternScan.safe): each is cheap, so they
     run without `regex`'s per-call timeout, which costs tens of microseconds a call; the budget of the call is still
@@ -316,12 +407,13 @@ def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tu
     window = buffer[offset:]
     span = (start - offset, match.end() - offset)
     scan = item.delimiter.scan
-    # anchored tries of a pattern without nested or adjacent repeats skip regex's per-call timeout (see _quick)
-    run = _quick(item) if scan is not None and scan.safe else _timer(item)
+    # anchored tries of a pattern without nested or adjacent repeats skip regex's per-call timeout (see _quick; None:
+    # the probe loop below checks the budget itself)
+    run = None if scan is not None and scan.safe else _timer(item)
     if probes is None:
         twin = _preferred_twin(pattern)
         if twin is not None:
-            if run(twin.match, window, span[0], partial=True) is None:
+            if (run or _quick(item))(twin.match, window, span[0], partial=True) is None:
                 # no way regex prefers to this match reaches the end, so more text cannot change it, unless the match
                 # itself leans on the end (a lookahead, `\Z`): the one probe for that
                 probes = ("\x00",)
@@ -330,17 +422,27 @@ def _settle_probe(item: WatchItem, buffer: str, match: Any, end: int, probes: tu
                 # (`<a(?:x{5}y)?` on `<axxx`). With a lookbehind, `regex` may report a failing one as reaching the
                 # end: the probes decide.
                 return match, start
-    for probe in item.delimiter.probes if probes is None else probes:
-        extended = run(pattern.match, window + probe, span[0])
-        if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
-            return match, start
     if probes is None:
         # The fixed probes are the shortest continuations only: a long literal cut by the end of the buffer
         # (`<|START_R`) is completed with its own rest, which may give a preferred, longer match at the same start.
-        for probe in _completions(pattern.pattern, window, span[1]):
-            extended = run(pattern.match, window + probe, span[0])
-            if extended is None or extended.span() != span or extended.groupdict() != match.groupdict():
-                return match, start
+        # Those few are tried first: when one changes the match, the hundreds of fixed probes need not run (the answer
+        # does not depend on the order).
+        # Then the fixed probes that go on with a literal run from the end of the window (`ought` after `<|channel>th`
+        # in `<\|channel>(?:thought|...)`): those the completions miss where a run is written inside a group.
+        fixed = item.delimiter.probes
+        probes = (*_completions(pattern.pattern, window, span[1]), *_continuations(pattern.pattern, window, fixed), *fixed)
+    at, groups, match_at = span[0], match.groupdict(), pattern.match
+    for index, probe in enumerate(probes):
+        if run is None:
+            # (`_quick`, inlined: hundreds of probes may run; the budget is checked before every eighth, each try
+            # costing about the window's length)
+            if not index & 7:
+                _check_budget(item)
+            extended = match_at(window + probe, at)
+        else:
+            extended = run(match_at, window + probe, at)
+        if extended is None or extended.span() != span or extended.groupdict() != groups:
+            return match, start
     return match, end
 
 
@@ -369,6 +471,32 @@ def _preferred_twin(pattern: Any) -> Any:
             _TWINS.clear()
         _TWINS[source] = twin
     return _TWINS[source]
+
+
+_PROBE_SETS: dict = {}
+
+
+def _continuations(pattern: str, window: str, fixed: tuple) -> list[str]:
+    """The fixed probes (`fixed`) that complete a literal run of the pattern whose inside ends the window (its last
+    one or two characters), for `_settle_probe` to try first."""
+    known = _PROBE_SETS.get(id(fixed))
+    if known is None or known[0] is not fixed:
+        if len(_PROBE_SETS) >= 1024:
+            _PROBE_SETS.clear()
+        known = _PROBE_SETS[id(fixed)] = (fixed, frozenset(fixed))
+    found = []
+    for size in (2, 1):
+        tail = window[-size:]
+        if len(tail) < size:
+            continue
+        for literal in literal_runs(pattern):
+            at = literal.find(tail)
+            while at >= 0:
+                rest = literal[at + size:]
+                if rest and rest in known[1]:
+                    found.append(rest)
+                at = literal.find(tail, at + 1)
+    return found
 
 
 def _completions(pattern: str, window: str, after: int) -> list[str]:

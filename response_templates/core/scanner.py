@@ -56,9 +56,14 @@ _RUN_SKIP = 32
 NOT_SPACE = regex.compile(r"\S")
 
 
-def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, eos: bool, limit: int, timed, guards=None):
+def scan_pattern(
+    pattern, scan: PatternScan, buffer: str, pos: int, start: int, eos: bool, limit: int, timed, guards=None,
+    live: bool = False,
+):
     """Find the first candidate at or after `start` (>= `pos`; positions before `start` are known dead) where
-    `pattern` matches or could still match. Candidates past `limit` are not examined.
+    `pattern` matches or could still match. Candidates past `limit` are not examined. `live`: `start` was such a
+    candidate when the text was shorter; it is tried first (a position where no match can start fails the try, so
+    this finds what the search of candidates would, without it when the try succeeds).
 
     Returns (kind, match, at, dead): kind is "match" (a complete match `match` at `at`), "hold" (a match may start at
     `at` once more text comes) or None; `dead` is how far every position is now known not to start a match."""
@@ -66,6 +71,13 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
     stop = min(limit, end)
     if scan.twin is not None:
         pattern = scan.twin
+    tried = -1
+    if live and start < end and start <= stop:
+        work[0] += 1
+        kind, match = _try(pattern, scan, buffer, start, eos, timed, guards)
+        if kind is not None:
+            return kind, match, start, start
+        tried = start
     # the next candidate of each source (-1: not looked for yet), recomputed after it is examined; None once a
     # source has no candidate up to `stop` (it stays so: the window only shrinks from the left)
     sources: list = []
@@ -91,7 +103,6 @@ def scan_pattern(pattern, scan: PatternScan, buffer: str, pos: int, start: int, 
             at = _run_start(back, buffer, max(pos, start), end)
             if at >= start:
                 fixed.append(at)
-    tried = -1
     while True:
         best = None
         for source in sources:
@@ -184,6 +195,28 @@ class Shifted:
 
     def group(self, *groups):
         return self._match.group(*groups)
+
+
+class Found:
+    """A match remembered by its positions and named groups (it keeps no reference to the text)."""
+
+    __slots__ = ("_start", "_end", "_groups")
+    partial = False
+
+    def __init__(self, start: int, end: int, groups: dict):
+        self._start, self._end, self._groups = start, end, groups
+
+    def start(self) -> int:
+        return self._start
+
+    def end(self) -> int:
+        return self._end
+
+    def span(self) -> tuple[int, int]:
+        return self._start, self._end
+
+    def groupdict(self) -> dict:
+        return dict(self._groups)
 
 
 def _try(pattern, scan, buffer: str, at: int, eos: bool, timed, guards):
