@@ -316,7 +316,7 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (192 of 311 when this floor was set): it may grow, not shrink.
+# (193 of 311 when this floor was set): it may grow, not shrink.
 ADMITTED_FLOOR = 190
 
 
