@@ -346,12 +346,7 @@ def _quick(item: WatchItem):
     checked before each try."""
 
     def run(operation, *args, **kwargs):
-        try:
-            regex_time_left()
-        except TimeoutError:
-            raise RegexTimeoutError(
-                timeout_message(f"field {item.field.name!r}: {item.kind}_pattern {excerpt(item.delimiter.regex.pattern)}")
-            ) from None
+        _check_budget(item)
         return operation(*args, **kwargs)
 
     return run
