@@ -360,7 +360,7 @@ def test_python_call_list_rejects_lone_surrogates(body):
     assert position(err) == 5
 
 
-@pytest.mark.parametrize("body", [r'[f(s="\x41")]', r'[f(s="\u12")]', '[f(s="open)]', "[f(s='open\n)]"])
+@pytest.mark.parametrize("body", [r'[f(s="\x4")]', r'[f(s="\u12")]', r'[f(s="\q")]', '[f(s="open)]', "[f(s='open\n)]"])
 def test_python_call_list_rejects_bad_strings(body):
     assert position(call_error(body)) == 5
 
@@ -373,15 +373,23 @@ def test_python_call_list_reads_raw_line_breaks_inside_strings(quote):
     assert calls(body) == [{"name": "save", "arguments": {"text": "line one\nline two\r\n\tend", "n": 1}}]
 
 
-def test_python_call_list_integer_range():
-    biggest = 2**53 - 1
-    assert calls(f"[f(a={biggest}, b=-{biggest}, c=0, d=-0)]") == [
-        {"name": "f", "arguments": {"a": biggest, "b": -biggest, "c": 0, "d": 0}}
-    ]
-    for body in (f"[f(a={biggest + 1})]", f"[f(a=-{biggest + 1})]", "[f(a=" + "9" * 5000 + ")]"):
-        err = call_error(body)
-        assert "integer outside the range" in str(err)
-        assert position(err) == 5
+def test_python_call_list_reads_values_as_python_writes_them():
+    # A deliberate difference (docs/differences.md): chat templates that write values with str() (LFM2.5, Llama 4's
+    # pythonic template) write repr()'s \xNN and \UNNNNNNNN escapes and integers of any size; transformers refuses
+    # the whole call list.
+    beyond = 2**53
+    body = rf"[f(a={beyond}, b=-{beyond * 1000}, c=0, d=-0, s='no\xa0break', t='\U0001f600', n={{'id': {beyond}}})]"
+    assert calls(body) == [
+        {"name": "f", "arguments": {"a": beyond, "b": -beyond * 1000, "c": 0, "d": 0, "s": "no\xa0break", "t": "😀",
+                                    "n": {"id": beyond}}}
+    ]  # fmt: skip
+    assert calls("[f(a=" + "9" * 4300 + ")]") == [{"name": "f", "arguments": {"a": int("9" * 4300)}}]
+
+
+@pytest.mark.parametrize("body", ["[f(a=" + "9" * 4301 + ")]", r"[f(s='\x4g')]", r"[f(s='\U00110000')]", r"[f(s='\ud800')]"])
+def test_python_call_list_still_refuses_what_python_would_not_read(body):
+    # Python's int() refuses more than 4,300 digits; \U escapes stop at U+10FFFF; lone surrogates are never text.
+    assert position(call_error(body)) == 5
 
 
 def test_python_call_list_floats():
@@ -474,7 +482,6 @@ CALL_LIST_CORPUS = [
     r'[f(s="\ud83d\ude00")]',
     r'[f(s="\ud83d")]',
     "[f(a=9007199254740991, b=-9007199254740991)]",
-    "[f(a=9007199254740992)]",
     "[f(a=1.5, b=-2e3, c=1E-2, d=1e400)]",
     "[f(a=1, a=2)]",
     '[f(a={"k": 1, "k": 2})]',
@@ -482,7 +489,6 @@ CALL_LIST_CORPUS = [
     "[f(a=1,)]",
     "[f(a=1)] extra",
     "[f(a=01)]",
-    '[f(a="\\x41")]',
     "[f(a=" + "[" * 101 + "]" * 101 + ")]",
     "[ f ( a = 1 ) , g ( ) ]",
     "[f(a=-0, b=-0.0, c=0e0)]",

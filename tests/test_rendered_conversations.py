@@ -202,27 +202,22 @@ class ValueLimits:
     identifier_names: bool = False  # parameter names only ASCII identifiers
 
 
-_SAFE_INTEGERS = "python-call-list refuses integers beyond ±(2^53 - 1), as transformers 5.25 does"
-
 # entry: (limits, why). Each is a known limitation of a format (or of the chat template's way of writing values),
-# not a parser miss; keep them narrow. Entries whose calls are python-call-list get the integer range by themselves.
+# not a parser miss; keep them narrow. Entries whose calls are python-call-list get identifier names by themselves.
 VALUE_LIMITS: dict[str, tuple[ValueLimits, str]] = {
     "lfm2": (
-        ValueLimits(string_chars="'\"\\\n\xa0", safe_integers=True),
+        ValueLimits(string_chars="'\"\\\n"),
         "the chat template wraps string values in single quotes without escaping them, so a value holding a quote, "
-        "a backslash or a line break is not a Python literal (the entry's verify options skip such values too), and "
-        "writes object and array values with Python's str(), whose \\xa0 for a no-break space is no python-call-list "
-        "escape (transformers 5.25 refuses it too); " + _SAFE_INTEGERS,
+        "a backslash or a line break is not a Python literal (the entry's verify options skip such values too)",
     ),
     "olmo3": (
         ValueLimits(identifier_names=True),
         "calls are Python calls with keyword arguments: a parameter name must be an identifier",
     ),
     "llama4_pythonic": (
-        ValueLimits(string_chars="'\"\\\xa0", safe_integers=True),
+        ValueLimits(string_chars="'\"\\"),
         "the chat template pastes every value between double quotes with Python's %s, unescaped: strings holding "
-        "a quote or a backslash end early, and an object holding a no-break space is written with repr()'s \\xa0, "
-        "which is no python-call-list escape; " + _SAFE_INTEGERS,
+        "a quote or a backslash end early",
     ),
 }
 
@@ -231,9 +226,8 @@ def _value_limits(entry: dict) -> ValueLimits:
     limits = VALUE_LIMITS.get(entry["name"], (ValueLimits(), ""))[0]
     calls = entry["template"]["fields"].get("tool_calls") or {}
     if calls.get("content") == "python-call-list":
-        # python-call-list (as transformers 5.25's) reads ASCII identifiers as keyword names, and refuses integers
-        # beyond ±(2^53 - 1).
-        limits = replace(limits, safe_integers=True, identifier_names=True)
+        # python-call-list (as transformers 5.25's) reads ASCII identifiers as keyword names
+        limits = replace(limits, identifier_names=True)
     return limits
 
 

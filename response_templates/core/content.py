@@ -347,19 +347,19 @@ _LOW_SURROGATE_ESCAPE = regex.compile(r"\\u([dD][c-fC-F][0-9a-fA-F]{2})")
 _RAW_SURROGATE = regex.compile(r"[\ud800-\udfff]")
 _SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _KEYWORDS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
-_LARGEST_INTEGER = 2**53 - 1
 # Digits (and sign) of the longest integer a Python literal may hold: Python's own int() limit for decimal text.
 _LONGEST_PYTHON_INTEGER = 4300
 
 
 class _CallListReader:
-    def __init__(self, text: str, python_literal: bool = False):
+    """Reads Python literals and call lists as Python writes them: beyond transformers' python-call-list grammar, the
+    \\xNN and \\UNNNNNNNN escapes repr() writes for unprintable characters, and integers of any size. Chat templates
+    that write values with str() produce both (Seed-OSS, MiniCPM5, LFM2.5, Llama 4's pythonic template), and
+    transformers refuses them: a deliberate difference (docs/differences.md)."""
+
+    def __init__(self, text: str):
         self.text = text
         self.at = 0
-        # A Python literal as str() writes it (read_python_literal), not a python-call-list (whose grammar is
-        # transformers'): Python's \xNN and \UNNNNNNNN escapes, which repr() writes for unprintable characters,
-        # and integers of any size.
-        self.python_literal = python_literal
 
     def error(self, what: str) -> ValueError:
         return ValueError(f"python-call-list: {what} at position {self.at}.\nContent: {excerpt(self.text, self.at)}")
@@ -427,7 +427,7 @@ class _CallListReader:
                 pieces.append(_SIMPLE_ESCAPES[code_char])
                 done = slash + 2
                 continue
-            if self.python_literal and code_char in "xU":
+            if code_char in "xU":
                 python_hex = (_HEX2 if code_char == "x" else _HEX8).match(body, slash + 1)
                 if python_hex is not None and int(python_hex.group(1), 16) <= 0x10FFFF:
                     code, done = int(python_hex.group(1), 16), python_hex.end()
@@ -466,12 +466,9 @@ class _CallListReader:
         if number is not None:
             literal = number.group()
             if number.group(1) is None and number.group(2) is None:
-                if self.python_literal and len(literal) <= _LONGEST_PYTHON_INTEGER:
-                    self.at = number.end()
-                    return int(literal)
                 # Count digits first so that a huge literal never reaches int().
-                if len(literal) > 17 or abs(int(literal)) > _LARGEST_INTEGER:
-                    raise self.error("integer outside the range of -(2^53 - 1) to 2^53 - 1")
+                if len(literal.lstrip("-")) > _LONGEST_PYTHON_INTEGER:
+                    raise self.error(f"integer of more than {_LONGEST_PYTHON_INTEGER} digits")
                 self.at = number.end()
                 return int(literal)
             if math.isinf(float(literal)):
@@ -514,7 +511,8 @@ class _CallListReader:
 
 
 def parse_python_call_list(text: str, args: dict) -> list:
-    """`[get_weather(city="Paris", days=3)]` -> `[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]`."""
+    """`[get_weather(city="Paris", days=3)]` -> `[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]`.
+    Values are read as Python writes them (`\\xNN` escapes, integers of any size), beyond transformers' grammar."""
     return _CallListReader(text).read()
 
 
@@ -522,7 +520,7 @@ def read_python_literal(text: str) -> Any:
     """One Python literal (`{'metadata': False, 'ids': [1, 2]}`), read with the python-call-list value grammar
     (strings, numbers, True/False/None, lists, dicts) plus what repr() writes beyond it (\\xNN and \\UNNNNNNNN
     escapes, integers of any size). Raises ValueError when `text` is anything else."""
-    reader = _CallListReader(text, python_literal=True)
+    reader = _CallListReader(text)
     value = reader.value(0)
     reader.skip_space()
     if reader.at != len(text):
