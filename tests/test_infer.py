@@ -568,11 +568,12 @@ def test_coverage_does_not_regress(coverage_rows):
     assert passed / total >= 0.40, module.render(rows)
 
 
-# Measured on the shared folder: 83 of 116 chat templates (docs/inference.md): the library's templates now also
-# repair damaged calls that inferred templates read as the model wrote them, which counts against a row. The floor
-# counts templates, not a share: a new library entry whose chat template inference cannot read yet adds a row
-# without taking a pass away. Raise it as inference improves.
-COVERAGE_FLOOR = 83
+# Measured on the shared folder: 76 of 116 chat templates (docs/inference.md). It was 83 until the library entries
+# listed TRL's copies of their chat templates: a row a library entry lists must also parse that entry's corpus as the
+# library does, so those rows were held to more than `verify` from then on. The floor counts templates, not a share:
+# a new library entry whose chat template inference cannot read yet adds a row without taking a pass away. Raise it
+# as inference improves.
+COVERAGE_FLOOR = 76
 
 
 @needs_folder

@@ -180,6 +180,12 @@ def test_a_newer_release_in_another_format_is_not_given_the_older_template():
         ("Salesforce/Llama-xLAM-2-70b-fc-r", "xlam"),
         ("Salesforce/xLAM-2-3b-fc-r", "xlam"),
         ("meetkai/functionary-small-v3.2", "functionary-v3.2"),
+        # chat templates TRL 1.16.0 keeps as shipped by these checkpoints, verified here
+        ("Qwen/Qwen3.8-27B", "qwen3.5"),
+        ("Qwen/Qwen3.6-27B-FP8", "qwen3.5"),
+        ("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16", "nemotron3"),
+        ("google/diffusiongemma-26B-A4B-it", "gemma-4"),
+        ("LiquidAI/LFM2.5-VL-3B", "lfm2"),
     ],
 )
 def test_current_releases_resolve_to_the_format_they_write(model, name):
@@ -195,6 +201,7 @@ def test_current_releases_resolve_to_the_format_they_write(model, name):
         "ibm-granite/granite-4.1-8b-base",  # a pretrained checkpoint writes no chat format
         "google/gemma-2-9b",
         "ibm-granite/granite-4.2-8b",  # a newer release whose chat template was not checked
+        "Qwen/Qwen3.8-35B-A3B",  # TRL names only Qwen3.8-27B as shipping the Qwen3.8 template
     ],
 )
 def test_ids_without_evidence_give_no_answer(model):

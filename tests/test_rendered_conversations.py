@@ -102,6 +102,10 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
         Shapes(calls=False, history_calls=False, tools="never"),
         "the R1-Distill chat template renders no tool calls",
     ),
+    ("deepseek_r1", "trl/deepseek_r1_distill.jinja"): (
+        Shapes(calls=False, history_calls=False, tools="never"),
+        "the R1-Distill chat template (TRL's copy) renders no tool calls",
+    ),
     ("gemma-3", None): (
         Shapes(max_arguments=1, text_after_calls_not_starting="\"',)]}`"),
         "the chat template drops the commas between keyword arguments (a jinja2 loop-scoping bug): only calls "
@@ -113,6 +117,10 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
     ("gemma-3", "google--gemma-3-1b-it.jinja"): (
         Shapes(calls=False, history_calls=False, tools="never"),
         "Gemma 3's official chat template cannot render tool calls or tool messages",
+    ),
+    ("gemma-3", "trl/gemma3.jinja"): (
+        Shapes(calls=False, history_calls=False, tools="never"),
+        "Gemma 3's original chat template (TRL's copy) cannot render tool calls or tool messages",
     ),
     ("gigachat3.5", None): (Shapes(reasoning_only=False), "the chat template raises on a turn holding only reasoning"),
     ("gpt-oss", None): (
@@ -145,6 +153,10 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
     ("lfm2", "LiquidAI--LFM2-1.2B.jinja"): (
         Shapes(calls=False, history_calls=False, tools="never"),
         "the LFM2 (v1) chat template renders no assistant tool calls",
+    ),
+    ("lfm2", "trl/lfm2.jinja"): (
+        Shapes(calls=False, history_calls=False, tools="never"),
+        "the LFM2 (v1) chat template (TRL's copy) renders no assistant tool calls",
     ),
     ("llama3.1", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
     ("mistral", "mistralai--Mistral-Small-3.2-24B-Instruct-2506.jinja"): (
