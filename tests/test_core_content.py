@@ -8,7 +8,7 @@ import re
 import pytest
 from oracle import reference_module
 
-from response_templates import TransformError, parse_response
+from response_templates import ResponseParser, TransformError, parse_response
 
 MISSING = object()
 
@@ -472,6 +472,122 @@ def test_python_call_list_syntax_errors_give_the_position(body, at):
     assert position(err) == at
     assert "python-call-list" in str(err)
     assert repr(body) in str(err)  # the error quotes the content
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# python-call-list with json_calls: the list may hold JSON call objects (our extension, docs/differences.md)
+
+JSON_CALLS = {"json_calls": True}
+
+
+def json_calls(body: str):
+    return value(body, "python-call-list", JSON_CALLS)
+
+
+def json_call_error(body: str) -> ValueError:
+    err = error(body, "python-call-list", JSON_CALLS)
+    assert isinstance(err, ValueError) and "python-call-list" in str(err)
+    return err
+
+
+def test_python_call_list_json_calls_read_a_json_list_as_the_python_form_reads_its_calls():
+    # LFM2 writes this when its system prompt asks for JSON function calls
+    as_json = (
+        '[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3, "hourly": false, "tags": ["a", null]}},\n'
+        ' {"name": "get_time", "arguments": {}}]'
+    )
+    as_python = "[get_weather(city='Paris', days=3, hourly=False, tags=['a', None]), get_time()]"
+    assert json_calls(as_json) == calls(as_python) == [
+        {"name": "get_weather", "arguments": {"city": "Paris", "days": 3, "hourly": False, "tags": ["a", None]}},
+        {"name": "get_time", "arguments": {}},
+    ]
+    # the Python form still reads with the argument set, and an empty list is still dropped
+    assert json_calls(as_python) == calls(as_python)
+    assert json_calls(" [ ] ") is MISSING
+
+
+def test_python_call_list_json_calls_accept_what_peers_accept_around_the_arguments():
+    body = (
+        '[{"name": "a", "parameters": {"x": 1}}, {"name": "b", "arguments": "{\\"y\\": [2]}"}, {"name": "c"}, '
+        '{"id": "call_1", "type": "function", "name": "d", "arguments": {}}]'
+    )
+    assert json_calls(body) == [
+        {"name": "a", "arguments": {"x": 1}},  # "parameters" for "arguments" (SGLang, vLLM)
+        {"name": "b", "arguments": {"y": [2]}},  # a string holding a JSON object (OpenAI's wire form)
+        {"name": "c", "arguments": {}},  # no arguments
+        {"name": "d", "arguments": {}},  # other members are ignored
+    ]
+
+
+def test_python_call_list_without_json_calls_a_json_list_is_refused_as_transformers_refuses_it():
+    body = '[{"name": "f", "arguments": {}}]'
+    assert position(call_error(body)) == 1
+    reference = reference_module("transformers.utils.chat_parsing.content_parsers")
+    with pytest.raises(ValueError, match="position 1"):
+        reference.parse_content(body, "python-call-list", JSON_CALLS)  # transformers ignores the argument
+
+
+@pytest.mark.parametrize(
+    ("body", "at", "says"),
+    [
+        ('[{"name": "f", "arguments": {}}, g(a=1)]', 33, "not both"),
+        ('[f(a=1), {"name": "g", "arguments": {}}]', 9, "not both"),
+        ('[{"name": "f", "arguments": {"city": Paris}}]', 37, "expected a string"),
+        ('[{"name": "f", "arguments": {"city": "Paris"}]', 45, "expected ','"),
+        ('[{"name": "f", "arguments": {}},]', 32, "expected '{'"),
+        ('[{"name": "f", "arguments": {}}] trailing', 33, "after the closing"),
+        ('[{"arguments": {"a": 1}}]', 1, "needs a 'name'"),
+        ('[{"name": "", "arguments": {}}]', 1, "needs a 'name'"),
+        ('[{"name": 3, "arguments": {}}]', 1, "needs a 'name'"),
+        ('[{"name": "f", "arguments": {}, "parameters": {}}]', 1, "both 'arguments' and 'parameters'"),
+        ('[{"name": "f", "arguments": [1]}]', 1, "must be an object, got list"),
+        ('[{"name": "f", "arguments": null}]', 1, "must be an object, got NoneType"),
+        ('[{"name": "f", "arguments": "city=Paris"}]', 1, "string that is not JSON"),
+        ('[{"name": "f", "arguments": "[1]"}]', 1, "must be an object, got list"),
+        ('[{"name": "f", "name": "g"}]', 27, "repeated name 'name'"),  # (after the object, as for f(a=1, a=2))
+    ],
+)
+def test_python_call_list_json_calls_refusals_give_the_position(body, at, says):
+    err = json_call_error(body)
+    assert position(err) == at and says in str(err), str(err)
+
+
+MALFORMED_LISTS = {
+    "python": "[get_weather(city=Paris)]",
+    "json": '[{"name": "get_weather", "arguments": {"city": Paris}}]',
+    "mixed": '[{"name": "get_time", "arguments": {}}, get_weather(city="Paris")]',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED_LISTS))
+@pytest.mark.parametrize("policy", ["content", "drop"])
+def test_python_call_list_broken_json_list_meets_the_damaged_output_policy_as_a_broken_python_list_does(kind, policy):
+    # Under malformed="content" the region's raw text joins the content; under "drop" it goes; one-shot and
+    # streaming agree, and the region ends with a region_discard, never a region_close.
+    template = {
+        "version": 1,
+        "start_anchor": "<|assistant|>",
+        "fields": {
+            "tool_calls": {"open": "<calls>", "close": "</calls>", "content": "python-call-list",
+                           "content_args": JSON_CALLS, "transform_each": True,
+                           "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}}},
+            "content": {"close_pattern": r"\Z", "repeats": True, "join": "", "content_args": {"strip": False}},
+        },
+    }  # fmt: skip
+    region = f"<calls>{MALFORMED_LISTS[kind]}</calls>"
+    output = f"Checking.{region} Done."
+    expected = {"content": f"Checking.{region} Done."} if policy == "content" else {"content": "Checking. Done."}
+    assert parse_response(output, template, prefix="", malformed=policy) == expected
+    with pytest.raises(ValueError, match="python-call-list"):
+        parse_response(output, template, prefix="")
+    parser = ResponseParser(template, prefix="", malformed=policy)
+    events = [event for char in output for event in parser.feed(char)]
+    message, final_events = parser.finalize()
+    events += final_events
+    assert message == expected
+    discards = [event for event in events if event["type"] == "region_discard"]
+    assert [(d["field"], d["reason"], d["raw"]) for d in discards] == [("tool_calls", "malformed", region)]
+    assert not any(event["type"] == "region_close" and event["field"] == "tool_calls" for event in events)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -345,9 +345,13 @@ INVALID = {
         field_template(content="kv-lines", content_args={"value_parser": {"name": "nope"}}),
         ["fields['x'].content_args.value_parser", "nope"],
     ),
-    "python-call-list takes no content_args": (
+    "python-call-list reads no strip": (
         field_template(content="python-call-list", content_args={"strip": True}),
-        ["fields['x'].content_args", "strip"],
+        ["fields['x'].content_args", "strip", "json_calls"],
+    ),
+    "python-call-list json_calls not a bool": (
+        field_template(content="python-call-list", content_args={"json_calls": "yes"}),
+        ["fields['x'].content_args.json_calls", "bool"],
     ),
     "not JSON data": (
         {"start_anchor": "A", "fields": {"c": {"transform": {"k": object()}}}},

@@ -133,6 +133,24 @@ SHAPES = [
         },
         {"role": "assistant", "content": "Then", "tool_calls": _calls(("get_time", {}))},
     ),
+    (
+        "lfm2-json-call-with-an-unquoted-value",
+        "lfm2",
+        LFM2_PREFIX,
+        'Checking.<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": Paris}}]<|tool_call_end|><|im_end|>',
+        '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": Paris}}]<|tool_call_end|>',
+        {"role": "assistant", "content": 'Checking.<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": Paris}}]<|tool_call_end|>'},
+        {"role": "assistant", "content": "Checking."},
+    ),
+    (
+        "lfm2-json-call-then-a-python-call-in-one-list",
+        "lfm2",
+        LFM2_PREFIX,
+        '<|tool_call_start|>[{"name": "get_time", "arguments": {}}, get_weather(city="Paris")]<|tool_call_end|>Done.<|im_end|>',
+        '<|tool_call_start|>[{"name": "get_time", "arguments": {}}, get_weather(city="Paris")]<|tool_call_end|>',
+        {"role": "assistant", "content": '<|tool_call_start|>[{"name": "get_time", "arguments": {}}, get_weather(city="Paris")]<|tool_call_end|>Done.'},
+        {"role": "assistant", "content": "Done."},
+    ),
 ]
 SHAPE_IDS = [shape[0] for shape in SHAPES]
 

@@ -349,6 +349,7 @@ _SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "/": "/", "b": "\b", "f": "\f
 _KEYWORDS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
 # Digits (and sign) of the longest integer a Python literal may hold: Python's own int() limit for decimal text.
 _LONGEST_PYTHON_INTEGER = 4300
+_MIXED_CALLS = "a list of calls holds Python calls or JSON call objects, not both (its first item decides)"
 
 
 class _CallListReader:
@@ -357,12 +358,14 @@ class _CallListReader:
     that write values with str() produce both (Seed-OSS, MiniCPM5, LFM2.5, Llama 4's pythonic template), and
     transformers refuses them: a deliberate difference (docs/differences.md)."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, json_calls: bool = False):
         self.text = text
         self.at = 0
+        self.json_calls = json_calls  # the list may hold JSON call objects instead (content_args.json_calls)
 
-    def error(self, what: str) -> ValueError:
-        return ValueError(f"python-call-list: {what} at position {self.at}.\nContent: {excerpt(self.text, self.at)}")
+    def error(self, what: str, at: int | None = None) -> ValueError:
+        at = self.at if at is None else at
+        return ValueError(f"python-call-list: {what} at position {at}.\nContent: {excerpt(self.text, at)}")
 
     def skip_space(self) -> None:
         # most places hold no space: a look at one character costs far less than the regex match
@@ -497,13 +500,40 @@ class _CallListReader:
         return key, self.value(0)
 
     def call(self) -> dict:
+        if self.json_calls and self.next_char() == "{":
+            raise self.error(_MIXED_CALLS)
         name = self.identifier("a function name")
         self.take("(")
         return {"name": name, "arguments": self.no_repeats(self.sequence(")", self.keyword_argument))}
 
+    def json_call(self) -> dict:
+        """`{"name": "f", "arguments": {...}}`, read with the value grammar (JSON is part of it). `parameters` may
+        stand for `arguments`, and arguments may be a string holding a JSON object (OpenAI's wire form); missing
+        arguments are empty; other members (an "id", a "type") are ignored, as SGLang and vLLM ignore them."""
+        if self.next_char() != "{":
+            raise self.error(_MIXED_CALLS if _IDENTIFIER.match(self.text, self.at) else "expected '{' (a JSON call object)")
+        start = self.at
+        self.at += 1
+        members = self.no_repeats(self.sequence("}", lambda: self.pair(0)))
+        name = members.get("name")
+        if not isinstance(name, str) or not name:
+            raise self.error(f"a JSON call needs a 'name' (a non-empty string), got {name!r:.80}", start)
+        if "arguments" in members and "parameters" in members:
+            raise self.error(f"the JSON call of {name!r} has both 'arguments' and 'parameters'", start)
+        arguments = members.get("arguments", members.get("parameters", {}))
+        if isinstance(arguments, str):
+            try:
+                arguments = load_json(arguments)
+            except ValueError as problem:  # (JSONTooDeepError is one)
+                raise self.error(f"the arguments of {name!r} are a string that is not JSON ({problem})", start) from None
+        if not isinstance(arguments, dict):
+            raise self.error(f"the arguments of {name!r} must be an object, got {type(arguments).__name__}", start)
+        return {"name": name, "arguments": arguments}
+
     def read(self) -> list:
         self.take("[")
-        calls = self.sequence("]", self.call)
+        # the first item says which kind the list holds
+        calls = self.sequence("]", self.json_call if self.json_calls and self.next_char() == "{" else self.call)
         self.skip_space()
         if self.at != len(self.text):
             raise self.error("unexpected content after the closing ']'")
@@ -512,8 +542,11 @@ class _CallListReader:
 
 def parse_python_call_list(text: str, args: dict) -> list:
     """`[get_weather(city="Paris", days=3)]` -> `[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]`.
-    Values are read as Python writes them (`\\xNN` escapes, integers of any size), beyond transformers' grammar."""
-    return _CallListReader(text).read()
+    Values are read as Python writes them (`\\xNN` escapes, integers of any size), beyond transformers' grammar.
+    With `json_calls` (our extension, which transformers ignores), the list may instead hold JSON call objects,
+    `[{"name": "get_weather", "arguments": {"city": "Paris"}}]`, giving the same calls: LFM2 writes them when its
+    system prompt asks for JSON function calls. One list holds one kind; its first item decides which."""
+    return _CallListReader(text, args.get("json_calls", False)).read()
 
 
 def read_python_literal(text: str) -> Any:

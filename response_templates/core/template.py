@@ -44,7 +44,8 @@ CONTENT_ARGS: dict[str, dict[str, Any]] = {
         "unescape_attributes": bool,
     },
     "kv-lines": {"strip": bool, "line_sep": str, "kv_sep": str, "value_parser": dict},
-    "python-call-list": {},
+    # ours (docs/differences.md): the list may hold JSON call objects, [{"name": ..., "arguments": {...}}]
+    "python-call-list": {"json_calls": bool},
 }
 
 
