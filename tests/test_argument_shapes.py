@@ -286,3 +286,14 @@ def test_transformers_loads_nested_elements_and_returns_the_element_text():
     text = f'{NS}<invoke name="f">{body}{NS}</invoke>'
     theirs = module.parse_response(text, _nested_template(), prefix="")["tool_calls"][0]["function"]["arguments"]
     assert theirs == {"city": "Lyon", "tags": _el("item", "a")}
+
+
+def test_nesting_deeper_than_the_limit_is_read_as_transformers_reads_it():
+    def deep(levels: int) -> str:
+        return f"{NS}<a>" * levels + "x" + f"{NS}</a>" * levels
+
+    value = _arguments(deep(100))["a"]
+    for _ in range(99):
+        value = value["a"]
+    assert value == "x"
+    assert _arguments(deep(101)) == _arguments(deep(101), _nested_template(None))

@@ -296,7 +296,7 @@ def read_nested_elements(text: str, prefix: str, item_tag: str) -> dict | None:
                 stack[-1][1].append((tag, _element_value(children, item_tag)))
                 continue
             if _opens_element(text, _skip_layout(text, at), prefix):
-                if len(stack) > MAX_CALL_LIST_NESTING:
+                if len(stack) >= MAX_CALL_LIST_NESTING:  # (the leaf inside is one level more)
                     raise _NotElements
                 stack.append((tag, []))  # its children follow
                 continue
