@@ -63,6 +63,7 @@ LENIENT_RULES = [
     ("unclosed argument", _replace("<|close|>argument<|sep|>", "")),
     ("unterminated JSON string", _replace('"Paris"', '"Paris')),
     ("unterminated string", _replace("'Paris'", "'Paris")),
+    ("closing tag without its namespace token", _replace("]<]minimax[>[</city>", "</city>")),
 ]
 
 

@@ -154,3 +154,146 @@ def test_unescape_attributes_must_be_a_bool_and_transformers_still_loads_the_tem
     # transformers ignores the argument it does not know: the entities stay (docs/differences.md)
     theirs = module.parse_response(text, _attribute_template(True), prefix="")
     assert theirs["tool_calls"][0]["function"]["name"] == "a&amp;b"
+
+
+# --- nested elements (MiniMax M3): our `nested_elements` content argument -------------------------------------
+
+NS = "]<]minimax[>["
+
+
+def _el(key: str, inner: str) -> str:
+    return f"{NS}<{key}>{inner}{NS}</{key}>"
+
+
+def _nested_template(nested=True):
+    args: dict = {"tag_pattern": r"\]<\]minimax\[>\[<(?P<key>[^<>/\s][^<>]*)>(?P<value>.*?)\]<\]minimax\[>\[</(?P=key)>(?=\s*(?:\]<\]minimax\[>\[<[^/]|$))"}
+    if nested is True:
+        args["nested_elements"] = {"prefix": NS, "item_tag": "item"}
+    elif nested is not None:
+        args["nested_elements"] = nested
+    return {
+        "start_anchor": "<s>",
+        "fields": {
+            "tool_calls": {
+                "open_pattern": NS.replace("]", r"\]").replace("[", r"\[") + r'<invoke name="(?P<name>[^"]+)">',
+                "close": NS + "</invoke>",
+                "repeats": True,
+                "content": "xml-inline",
+                "content_args": args,
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
+            },
+            "content": {},
+        },
+    }
+
+
+def _arguments(body: str, template=None, tools=None) -> dict:
+    text = f'{NS}<invoke name="f">{body}{NS}</invoke>'
+    message = parse_response(text, template or _nested_template(), prefix="", tools=tools)
+    return message["tool_calls"][0]["function"]["arguments"]
+
+
+def test_nested_elements_read_objects_lists_and_keys_as_written():
+    body = (
+        _el("city", "Lyon")
+        + _el("filters", _el("price", "120") + _el("tags", _el("item", "quiet") + _el("item", "wifi")))
+        + _el("rooms", _el("item", _el("adults", "2")))
+        + _el("", " padded text ")  # the empty key, and a leaf kept as written
+        + _el("key with space", "")
+    )
+    assert _arguments(body) == {
+        "city": "Lyon",
+        "filters": {"price": "120", "tags": ["quiet", "wifi"]},
+        "rooms": [{"adults": "2"}],
+        "": " padded text ",
+        "key with space": "",
+    }
+
+
+def test_nested_elements_treat_whitespace_between_elements_as_layout():
+    body = "\n" + _el("a", "\n  " + _el("b", "1") + "\n  " + _el("b2", "x\ny") + "\n") + "\n"
+    assert _arguments(body) == {"a": {"b": "1", "b2": "x\ny"}}
+
+
+def test_a_key_nested_inside_itself_is_matched_to_its_own_closing_tag():
+    # the shallow tag_pattern would end the outer 'a' at the inner closing tag
+    body = _el("a", _el("a", "1") + _el("b", "2"))
+    assert _arguments(body) == {"a": {"a": "1", "b": "2"}}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _el("a", "1") + "stray text" + _el("b", "2"),  # text between elements
+        f"{NS}<a>1{NS}</b>",  # a closing tag of another element
+        _el("a", f"1{NS}<b>2"),  # the namespace token inside a leaf
+        _el("a", _el("b", "1")) + f"{NS}<c>",  # cut
+    ],
+)
+def test_a_body_that_is_not_well_formed_elements_is_read_as_transformers_reads_it(body):
+    assert _arguments(body) == _arguments(body, _nested_template(None))
+
+
+def test_nested_leaves_are_typed_by_nested_schemas():
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "filters": {"type": "object", "properties": {"price": {"type": "number"}, "pets": {"type": "boolean"}},
+                    "additionalProperties": {"type": "integer"}},
+        "rooms": {"type": "array", "items": {"type": "object", "properties": {"adults": {"type": "integer"}}}},
+        "none": {"type": "array", "items": {"type": "string"}},
+        "empty": {"type": "object"},
+        "wrapper": {"type": "object", "properties": {"item": {"type": "integer"}}},
+        "label": {"type": "string"},
+        "free": {"type": "object"},
+    }}}}]
+    body = (
+        _el("filters", _el("price", "120.5") + _el("pets", "false") + _el("floor", "3"))
+        + _el("rooms", _el("item", _el("adults", "2")) + _el("item", ""))
+        + _el("none", "")
+        + _el("empty", "")
+        + _el("wrapper", _el("item", "7"))  # {"item": 7} is written like the list [7]
+        + _el("label", "42")
+        + _el("free", _el("n", "1"))
+    )
+    assert _arguments(body, tools=tools) == {
+        "filters": {"price": 120.5, "pets": False, "floor": 3},
+        "rooms": [{"adults": 2}, {}],
+        "none": [],
+        "empty": {},
+        "wrapper": {"item": 7},
+        "label": "42",  # a string parameter keeps its text
+        "free": {"n": "1"},  # no schema for the leaf: text
+    }
+
+
+@pytest.mark.parametrize(
+    "nested, message",
+    [
+        ({"item_tag": "item"}, "prefix is required"),
+        ({"prefix": ""}, "non-empty string"),
+        ({"prefix": NS, "item_tag": 3}, "non-empty string"),
+        ({"prefix": NS, "list": "item"}, "unknown keys"),
+        ("yes", "must be a dict"),
+    ],
+)
+def test_nested_elements_arguments_are_checked(nested, message):
+    with pytest.raises(TemplateError, match=message):
+        load_template(_nested_template(nested))
+
+
+def test_transformers_loads_nested_elements_and_returns_the_element_text():
+    module = reference_module()
+    body = _el("city", "Lyon") + _el("tags", _el("item", "a"))
+    text = f'{NS}<invoke name="f">{body}{NS}</invoke>'
+    theirs = module.parse_response(text, _nested_template(), prefix="")["tool_calls"][0]["function"]["arguments"]
+    assert theirs == {"city": "Lyon", "tags": _el("item", "a")}
+
+
+def test_nesting_deeper_than_the_limit_is_read_as_transformers_reads_it():
+    def deep(levels: int) -> str:
+        return f"{NS}<a>" * levels + "x" + f"{NS}</a>" * levels
+
+    value = _arguments(deep(100))["a"]
+    for _ in range(99):
+        value = value["a"]
+    assert value == "x"
+    assert _arguments(deep(101)) == _arguments(deep(101), _nested_template(None))

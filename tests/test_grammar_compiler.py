@@ -75,6 +75,9 @@ def test_a_template_it_cannot_express_is_refused_with_the_reason():
     assert isinstance(caught.value, TemplateError) and isinstance(caught.value, ValueError)
     with pytest.raises(GrammarError, match="no tool_calls field"):
         rt.structural_tag({"start_anchor": "<|assistant|>", "fields": {"content": {}}}, TOOLS)
+    # MiniMax M3's arguments are nested elements: a value written as free text could read back as an object
+    with pytest.raises(GrammarError, match="nested child elements"):
+        rt.structural_tag("minimax_m3", TOOLS)
 
 
 def test_bad_tool_choices_are_named():

@@ -182,6 +182,11 @@ SHAPES: dict[tuple[str, str | None], tuple[Shapes, str]] = {
         "a prefix of the full rendering",
     ),
     ("minimax_m1", None): (Shapes(text_with_calls="dropped"), _NO_TEXT_WITH_CALLS),
+    ("minimax_m3", None): (
+        Shapes(union_types=False),
+        "the chat template leaves out every None value (it never writes null), so a nullable parameter set to None "
+        "does not come back",
+    ),
     ("nemotron_nano_v2", None): (
         Shapes(plain=False, text_with_calls="absent"),
         "the chat template renders a final plain assistant turn as '<think>' + newline + content without closing "
@@ -212,6 +217,8 @@ class ValueLimits:
     string_chars: str = ""  # characters left out of string values
     safe_integers: bool = False  # integers only within ±(2^53 - 1)
     identifier_names: bool = False  # parameter names only ASCII identifiers
+    # objects of no declared shape hold only text leaves and non-empty lists and objects
+    text_free_values: bool = False
 
 
 # entry: (limits, why). Each is a known limitation of a format (or of the chat template's way of writing values),
@@ -225,6 +232,11 @@ VALUE_LIMITS: dict[str, tuple[ValueLimits, str]] = {
     "olmo3": (
         ValueLimits(identifier_names=True),
         "calls are Python calls with keyword arguments: a parameter name must be an identifier",
+    ),
+    "minimax_m3": (
+        ValueLimits(text_free_values=True),
+        "values are written as bare text inside nested elements, with no JSON syntax: a number, boolean or empty "
+        "list or object is only told from text by the tool schema, which an object of no declared properties lacks",
     ),
     "llama4_pythonic": (
         ValueLimits(string_chars="'\"\\"),
@@ -378,6 +390,16 @@ def _value(rng: random.Random, schema: dict, limits: ValueLimits) -> object:
 def _free_value(rng: random.Random, depth: int, limits: ValueLimits) -> dict:
     """A JSON object of no declared shape: any JSON values, nested."""
     out: dict = {}
+    if limits.text_free_values:
+        for key in rng.sample(_NESTED_KEYS, rng.randint(1, 3)):
+            roll = rng.random()
+            if roll < 0.5 or depth >= 2:
+                out[key] = _text(rng, limits)
+            elif roll < 0.75:
+                out[key] = _free_value(rng, depth + 1, limits)
+            else:
+                out[key] = [_text(rng, limits) if rng.random() < 0.5 else _free_value(rng, depth + 1, limits) for _ in range(rng.randint(1, 2))]
+        return out
     for key in rng.sample(_NESTED_KEYS, rng.randint(0, 3)):
         roll = rng.random()
         if roll < 0.25:

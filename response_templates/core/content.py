@@ -267,13 +267,120 @@ def unescape_attribute(text: str) -> str:
     return _ATTRIBUTE_ESCAPE.sub(lambda match: _ATTRIBUTE_CHARS[match.group(1)], text)
 
 
+class _NotElements(Exception):
+    """The text is not a sequence of well-formed child elements (the caller falls back to `tag_pattern`)."""
+
+
+def read_nested_elements(text: str, prefix: str, item_tag: str) -> dict | None:
+    """`<k>v</k>` elements, each tag written after `prefix` (a namespace token such as `]<]minimax[>[`), into a dict;
+    an element whose children are all `<item_tag>` elements is a list, one whose children are other elements a
+    dict, any other a string (its text as written, which may not hold `prefix`). Whitespace between elements, and
+    between `prefix` and its tag, is layout. None when the text is anything else (a cut or malformed body), so the
+    caller can read it another way. Read with an explicit stack, in one pass: a leaf's text ends at the next
+    `prefix`."""
+    root: list = []  # (tag, value) pairs of the top-level elements
+    stack: list[tuple[str, list]] = [("", root)]  # the open elements: (tag, its children so far)
+    at, end = 0, len(text)
+    try:
+        while True:
+            at = _skip_layout(text, at)
+            if at == end:
+                if len(stack) != 1:
+                    raise _NotElements
+                return _as_mapping(root, item_tag)
+            closing, tag, at = _tag_at(text, at, prefix)
+            if closing:
+                if len(stack) == 1 or tag != stack[-1][0]:
+                    raise _NotElements
+                _, children = stack.pop()
+                stack[-1][1].append((tag, _element_value(children, item_tag)))
+                continue
+            if _opens_element(text, _skip_layout(text, at), prefix):
+                if len(stack) >= MAX_CALL_LIST_NESTING:  # (the leaf inside is one level more)
+                    raise _NotElements
+                stack.append((tag, []))  # its children follow
+                continue
+            leaf_end = text.find(prefix, at)
+            if leaf_end == -1:
+                raise _NotElements
+            closing, close_tag, after = _tag_at(text, leaf_end, prefix)
+            if not closing or close_tag != tag:
+                raise _NotElements
+            stack[-1][1].append((tag, text[at:leaf_end]))
+            at = after
+    except _NotElements:
+        return None
+
+
+_LAYOUT = " \t\r\n"
+
+
+def _skip_layout(text: str, at: int) -> int:
+    while at < len(text) and text[at] in _LAYOUT:
+        at += 1
+    return at
+
+
+def _tag_at(text: str, at: int, prefix: str) -> tuple[bool, str, int]:
+    """(whether it is a closing tag, the tag name, where the text after it starts) for the tag written at `at`."""
+    if not text.startswith(prefix, at):
+        raise _NotElements  # text between elements
+    at = _skip_layout(text, at + len(prefix))
+    if text[at:at + 1] != "<":
+        raise _NotElements
+    closing = text[at + 1:at + 2] == "/"
+    at += 2 if closing else 1
+    close = text.find(">", at)
+    if close == -1:
+        raise _NotElements
+    tag = text[at:close]  # (an empty name is the empty key, which the chat template writes as `<>`)
+    if "<" in tag:
+        raise _NotElements
+    return closing, tag, close + 1
+
+
+def _opens_element(text: str, at: int, prefix: str) -> bool:
+    if not text.startswith(prefix, at):
+        return False
+    at = _skip_layout(text, at + len(prefix))
+    return text[at:at + 1] == "<" and text[at + 1:at + 2] != "/"
+
+
+def _element_value(children: list, item_tag: str) -> Any:
+    if all(tag == item_tag for tag, _ in children):
+        return [value for _, value in children]
+    return _as_mapping(children, item_tag)
+
+
+def _as_mapping(children: list, item_tag: str) -> dict:
+    """Children into a dict; a key written twice (the chat templates never do) gathers its values in a list."""
+    mapping: dict[str, Any] = {}
+    repeated: set[str] = set()
+    for tag, value in children:
+        if tag not in mapping:
+            mapping[tag] = value
+            continue
+        if tag not in repeated:
+            mapping[tag] = [mapping[tag]]
+            repeated.add(tag)
+        mapping[tag].append(value)
+    return mapping
+
+
 def parse_xml_inline(text: str, args: dict) -> dict:
     """Shallow tags read by `tag_pattern` (named groups `key` and `value`) into a dict; `value_parser` parses the
     values, `value_parser_by` picks the parser from another group, `merge_duplicates` lists repeated keys.
-    `unescape_attributes` (our extension, which transformers ignores) decodes XML entities in the keys."""
+    `unescape_attributes` (our extension, which transformers ignores) decodes XML entities in the keys.
+    `nested_elements` (ours too) reads the whole text as nested elements first (`read_nested_elements`), and
+    uses `tag_pattern` only when that fails."""
     pattern = args.get("tag_pattern")
     if pattern is None:
         raise ValueError("xml-inline: the content_arg 'tag_pattern' is required")
+    nested = args.get("nested_elements")
+    if nested is not None:
+        elements = read_nested_elements(text, nested.get("prefix", ""), nested.get("item_tag", "item"))
+        if elements is not None:
+            return elements
     value_parser = args.get("value_parser")
     by = args.get("value_parser_by")
     by_group, by_parsers = None, {}

@@ -219,7 +219,9 @@ def settle(
     if strip:
         value = strip_markers(value)
     if tool_params and "value_parser_by" not in field.content_args:
-        value = type_tool_calls(value, tool_params, field.content in TYPED_SYNTAX)
+        value = type_tool_calls(
+            value, tool_params, field.content in TYPED_SYNTAX, nested="nested_elements" in field.content_args
+        )
     name = field.name
     if check_calls and name == "tool_calls":
         problem = call_problem(value, shaped_only=True)

@@ -42,6 +42,8 @@ CONTENT_ARGS: dict[str, dict[str, Any]] = {
         "tag_pattern": str, "value_parser": dict, "value_parser_by": dict, "merge_duplicates": bool,
         # ours (docs/differences.md): keys and the open/close captures are XML attribute values, entities decoded
         "unescape_attributes": bool,
+        # ours (docs/differences.md): values written as nested child elements (MiniMax M3) read into dicts and lists
+        "nested_elements": dict,
     },
     "kv-lines": {"strip": bool, "line_sep": str, "kv_sep": str, "value_parser": dict},
     # ours (docs/differences.md): the list may hold JSON call objects, [{"name": ..., "arguments": {...}}]
@@ -583,6 +585,19 @@ def _check_value_parser(spec: Any, where: str, depth: int = 0) -> None:
     _check_content_args(name, spec.get("args", {}), f"{where}.args", depth + 1)
 
 
+def _check_nested_elements(spec: dict, where: str) -> None:
+    unknown = sorted(set(spec) - {"prefix", "item_tag"})
+    if unknown:
+        raise TemplateError(f"{where} has unknown keys {unknown}; allowed: ['item_tag', 'prefix']")
+    for key in ("prefix", "item_tag"):
+        value = spec.get(key, "item")  # only item_tag has a default
+        if key == "prefix" and key not in spec:
+            raise TemplateError(f"{where}.prefix is required: the text written before every tag (a namespace token)")
+        # a leaf's text ends at the next prefix, so an empty one would end every value at once
+        if not isinstance(value, str) or not value:
+            raise TemplateError(f"{where}.{key} must be a non-empty string, got {excerpt(value)}")
+
+
 def _check_content_args(content: str, args: Any, where: str, depth: int = 0) -> None:
     if not isinstance(args, dict):
         raise TemplateError(f"{where} must be a dict, got {type(args).__name__}")
@@ -608,6 +623,8 @@ def _check_content_args(content: str, args: Any, where: str, depth: int = 0) -> 
             raise TemplateError(f"{where}.tag_pattern must have a named group 'key' (and usually 'value')")
         if "value_parser" in args:
             _check_value_parser(args["value_parser"], f"{where}.value_parser", depth)
+        if "nested_elements" in args:
+            _check_nested_elements(args["nested_elements"], f"{where}.nested_elements")
         if "value_parser_by" in args:
             by = args["value_parser_by"]
             if set(by) != {"group", "parsers"} or not isinstance(by.get("group"), str) or not isinstance(by.get("parsers"), dict):

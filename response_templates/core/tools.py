@@ -180,10 +180,11 @@ def convert_text(raw: str, types: tuple[str, ...]) -> Any:
     return raw
 
 
-def type_tool_calls(value: Any, parameters: dict[str, dict], typed_syntax: bool) -> Any:
+def type_tool_calls(value: Any, parameters: dict[str, dict], typed_syntax: bool, nested: bool = False) -> Any:
     """Convert, in place, the arguments of the tool calls in `value` (a call, or lists of them nested to any
     depth, walked without recursion). With `typed_syntax` (json, python-call-list), parameters that allow strings
-    keep what the model wrote."""
+    keep what the model wrote. With `nested` (xml-inline's `nested_elements`, our extension), the text leaves of
+    object and list arguments are typed too, by the schemas of their properties and items."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -191,11 +192,47 @@ def type_tool_calls(value: Any, parameters: dict[str, dict], typed_syntax: bool)
             # in order: calls sharing one arguments dict (a transform may build them) are typed first by the first
             stack.extend(reversed(item))
         else:
-            _type_call(item, parameters, typed_syntax)
+            _type_call(item, parameters, typed_syntax, nested)
     return value
 
 
-def _type_call(value: Any, parameters: dict[str, dict], typed_syntax: bool) -> None:
+def _child_schema(schema: dict, key: str) -> Any:
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and key in properties:
+        return properties[key]
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, dict) else None
+
+
+def type_nested(value: Any, schema: Any) -> Any:
+    """`value` (text, or dicts and lists of text read from nested elements) typed by its JSON schema: text by
+    `convert_text`, empty text as an empty object or list where the schema wants one (the chat template writes
+    both as nothing), dict members by `properties` (or `additionalProperties`), list items by `items`. A list read
+    from one `<item>` child where the schema wants an object (not a list) is the one-key object `{"item": ...}`,
+    which the chat template writes the same way. Parts without a schema stay as read. Depth is bounded by the reader."""
+    if not isinstance(schema, dict):
+        return value
+    types = schema_types(schema)
+    if isinstance(value, str):
+        if value == "":
+            for kind in types:
+                if kind in ("object", "array"):
+                    return {} if kind == "object" else []
+                if kind == "string":
+                    break
+        return convert_text(value, types) if types else value
+    if isinstance(value, list) and len(value) == 1 and "object" in types and "array" not in types:
+        value = {"item": value[0]}
+    if isinstance(value, dict):
+        for key, member in value.items():
+            value[key] = type_nested(member, _child_schema(schema, key))
+    elif isinstance(value, list):
+        items = schema.get("items")
+        return [type_nested(item, items) for item in value]
+    return value
+
+
+def _type_call(value: Any, parameters: dict[str, dict], typed_syntax: bool, nested: bool = False) -> None:
     function = value.get("function") if isinstance(value, dict) else None
     if not isinstance(function, dict):
         return
@@ -209,6 +246,9 @@ def _type_call(value: Any, parameters: dict[str, dict], typed_syntax: bool) -> N
         if key not in properties:
             continue
         try:
+            if nested:
+                arguments[key] = type_nested(argument, properties[key])
+                continue
             types = schema_types(properties[key])
         except TypeError as error:
             raise TypeError(f"tools: parameter {key!r} of {name!r}: {error}") from None

@@ -606,6 +606,10 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     pattern = args.get("tag_pattern")
     if not pattern:
         raise _Dead("xml-inline without tag_pattern")
+    if args.get("nested_elements"):
+        # the parser reads any value that looks like child elements as a dict or list: a grammar that writes string
+        # values as free text could not keep them strings, and nested tags per schema are not compiled
+        raise _Dead("xml-inline values read as nested child elements (nested_elements) are not supported")
     parser = args.get("value_parser") or {"name": "text"}
     if parser.get("name") not in ("text", "json") or (parser.get("args") or {}).get("string_delims"):
         raise _Dead(f"xml-inline values read by {parser.get('name')!r} are not supported yet")
