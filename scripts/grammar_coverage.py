@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import response_templates as rt
-from response_templates.integrations.grammar import GrammarError, structural_tag
+from response_templates.integrations.grammar import GrammarError, explain, structural_tag
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "grammar.md"
 BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
@@ -43,9 +43,10 @@ def table() -> str:
             rows.append(f"| {name} | no | {reason} |")
             continue
         accepted += 1
-        rows.append(f"| {name} | yes | |")
+        notes = "; ".join(explain(name, TOOLS)).replace("|", "\\|").replace("\n", " ")
+        rows.append(f"| {name} | yes | {notes} |" if notes else f"| {name} | yes | |")
     head = [f"{accepted} of the {total} library templates with tool calls compile.", "",
-            "| template | compiles | why not |", "| --- | --- | --- |"]
+            "| template | compiles | why not, or what the grammar leaves out |", "| --- | --- | --- |"]
     return "\n".join(head + rows)
 
 

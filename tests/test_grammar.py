@@ -174,6 +174,8 @@ def opened_calls(tag, text, sections=()):
         if isinstance(node, dict):
             if node.get("type") in ("triggered_tags", "tags_with_separator"):
                 for tag_node in node["tags"]:
+                    if tag_node["content"].get("type") == "any_text":
+                        continue  # a content message (gpt-oss's final channel), not a call
                     if tag_node["begin"] in sections:
                         visit(tag_node["content"])  # a section around calls: count the calls in it
                     else:
@@ -218,8 +220,11 @@ def end_of_turn(name, output, prefix="", tools=None):
         except ValueError:
             return None
 
+    # a call's own end is written by the grammar, whatever the parser reads after it (gpt-oss drops any text
+    # outside its messages, so "Trailing text." reads as nothing after every marker there)
+    call_ends = {form.end for form in grammar._plan(name, tools, prefix).calls.values()} if tools else set()
     ends = [marker for marker in grammar._markers(template)
-            if parsed("Hello." + marker + " Trailing text.") == parsed("Hello.")]
+            if marker not in call_ends and parsed("Hello." + marker + " Trailing text.") == parsed("Hello.")]
     whole = parsed(output)
     for start in sorted(match.start() for marker in ends for match in re.finditer(re.escape(marker), output)):
         if parsed(output[:start]) == whole:
@@ -302,6 +307,39 @@ def test_dsml_string_parameters_are_written_raw_and_others_as_json():
         "arguments"] == {"city": "Paris", "days": 2}
 
 
+def test_harmony_calls_open_with_the_channel_marker_and_free_text_cannot_name_the_tool_first():
+    # gpt-oss is walked at random under every tool_choice by the property test above
+    assert "gpt-oss" in ACCEPTED
+    tag = structural_tag("gpt-oss", WEATHER, prefix="")
+    call = ('<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary '
+            'to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>')
+    assert admits(tag, call)
+    assert rt.parse_response(call, "gpt-oss", prefix="", tools=WEATHER)["tool_calls"] == [
+        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]
+    answer = ("<|channel|>analysis<|message|>No tool needed.<|end|><|start|>assistant<|channel|>final<|message|>"
+              "It is sunny.<|return|>")
+    assert admits(tag, answer)
+    assert rt.parse_response(answer, "gpt-oss", prefix="", tools=WEATHER)["content"] == "It is sunny."
+    # text that names a tool before the channel marker: the parser reads the call as that tool's
+    named_first = 'to=functions.evil<|channel|>commentary to=functions.get_weather<|message|>{"city": "Paris"}<|call|>'
+    assert rt.parse_response(named_first, "gpt-oss", prefix="", tools=WEATHER)["tool_calls"][0]["function"][
+        "name"] == "evil"
+    assert not admits(tag, named_first)
+    assert not admits(tag, 'to=get_weather<|channel|>commentary to=functions.get_weather<|message|>{"city": "P"}<|call|>')
+    # a final message left unclosed would swallow the call that follows it
+    assert not admits(tag, '<|channel|>final <|message|>Hi<|channel|>commentary to=functions.get_weather'
+                           '<|message|>{"city": "Paris"}<|call|>')
+    required = structural_tag("gpt-oss", WEATHER, prefix="", tool_choice="required")
+    assert admits(required, call)
+    assert not admits(required, answer)
+    # a prompt that opens the analysis message: the grammar starts inside it
+    opened = "<|start|>user<|message|>Weather in Paris?<|end|><|start|>assistant<|channel|>analysis<|message|>"
+    rest = call[len("<|channel|>analysis<|message|>"):]
+    assert admits(structural_tag("gpt-oss", WEATHER, prefix=opened, tool_choice="required"), rest)
+    assert rt.parse_response(rest, "gpt-oss", prefix=opened, tools=WEATHER)["tool_calls"][0]["function"][
+        "arguments"] == {"city": "Paris"}
+
+
 # Not met yet: the grammar admits one canonical shape per call (with optional whitespace, optional name
 # decorations and section markers) and keeps the template's markers out of argument strings, so list forms,
 # marker text inside string arguments and damaged shapes are refused. Kept running so that each template's refusals
@@ -316,8 +354,8 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (193 of 311 when this floor was set): it may grow, not shrink.
-ADMITTED_FLOOR = 190
+# (197 of 323 when this floor was set, with gpt-oss compiled): it may grow, not shrink.
+ADMITTED_FLOOR = 194
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -11,7 +11,8 @@ canonical writing of each out of the template's patterns:
   object, or the arguments after a name the opener spells), or xml-inline parameters (one tag per property,
   string values as raw text up to the tag's end, other values as JSON);
 - reasoning and content stay free text, kept free of the template's markers so that they cannot open, close or
-  swallow a call.
+  swallow a call; where the parser drops text outside messages (gpt-oss's harmony), the answer is written as the
+  format's content message instead.
 
 Every grammar is checked before it is returned: calls written in the canonical form (one and two calls, text
 before and after, after the reasoning) are parsed with our own parser and must give exactly the calls meant. A
@@ -105,6 +106,15 @@ class _Plan:
     separator: str
     notes: list = field(default_factory=list)
     wrappers: list = field(default_factory=list)  # (open, close) markers a group of calls may be written between
+    # plain text that starts a call in another writing of the opener (gpt-oss's `to=`): kept out of free text
+    # (inside a message or an argument string it opens nothing: the message's markers are kept out of them)
+    plain_starts: list = field(default_factory=list)
+    # an optional part a call's opener starts with, in a format whose messages each open with a header (gpt-oss's
+    # `<|start|>assistant`): allowed after the reasoning block and written between calls, where the model writes it
+    lead: _Piece | None = None
+    # content messages opened by their own marker, in a format that drops text outside messages:
+    # (open, [closes], what free text writes to open one)
+    messages: list = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -151,6 +161,19 @@ def _space_chars(items: Any) -> str:
                 return ""
         return "".join(sorted(set(chars)))
     return ""
+
+
+def _negated_space(items: Any) -> str:
+    """For a negated class of a few literal characters (`[^<]`), the whitespace it lets through; else ""."""
+    items = list(items)
+    if len(items) == 1 and items[0][0] is _sre.NOT_LITERAL:  # how Python's parser reads `[^<]`
+        items = [(_sre.IN, [(_sre.NEGATE, None), (_sre.LITERAL, items[0][1])])]
+    if len(items) != 1 or items[0][0] is not _sre.IN:
+        return ""
+    av = items[0][1]
+    if not av or av[0][0] is not _sre.NEGATE or any(kind is not _sre.LITERAL for kind, _ in av[1:]):
+        return ""
+    return "".join(char for char in " \t" if all(chr(value) != char for _, value in av[1:]))
 
 
 def _is_anything(items: Any) -> bool:
@@ -204,6 +227,8 @@ def _walk(items: Any, names: dict, out: list, fill: dict | None = None) -> None:
             low, high, body = av
             if _space_chars(body):
                 out.append(_Piece("ws", _space_chars(body), size=low, most=-1 if high is _sre.MAXREPEAT else high))
+            elif not low and _negated_space(body):  # `[^<]*` (gpt-oss's header): optional whitespace is written
+                out.append(_Piece("ws", _negated_space(body), size=0, most=-1 if high is _sre.MAXREPEAT else high))
             elif _is_anything(body):
                 raise _Dead("eats the rest of the text")
             elif low or fill and _holds_group(body, names, fill):
@@ -248,9 +273,16 @@ def _as_regex(items: Any, names: dict) -> tuple | None:
         if op is _sre.LITERAL:
             out += _re.escape(chr(av))
             sample += chr(av)
-        elif op is _sre.IN:
-            if any(kind is _sre.NEGATE for kind, _ in av):
-                return None
+        elif op is _sre.IN or op is _sre.NOT_LITERAL:
+            if op is _sre.NOT_LITERAL:
+                av = [(_sre.NEGATE, None), (_sre.LITERAL, av)]
+            if av and av[0][0] is _sre.NEGATE:
+                # any character but a few punctuation marks (`[^<]`): the grammar writes word characters there
+                if any(kind is not _sre.LITERAL or chr(value).isalnum() or chr(value) == "_" for kind, value in av[1:]):
+                    return None
+                out += "[A-Za-z0-9_]"
+                sample += "a"
+                continue
             parts, first = [], ""
             for kind, value in av:
                 if kind is _sre.LITERAL:
@@ -309,8 +341,9 @@ def _skeleton(delimiter: Any, what: str, fill: dict | None = None) -> list:
     return _skeletons(delimiter, what, fill)[0]
 
 
-def _skeletons(delimiter: Any, what: str, fill: dict | None = None) -> list:
-    """Every top-level alternative of a delimiter that can be written, in the template's order."""
+def _skeletons(delimiter: Any, what: str, fill: dict | None = None, spread: bool = False) -> list:
+    """Every top-level alternative of a delimiter that can be written, in the template's order. With `spread`, an
+    alternation inside the top-level sequence counts too (gpt-oss's `(?:<\\|start\\|>assistant)?(?:A|B|...)<...`)."""
     if delimiter is None:
         raise _Dead(f"{what}: none")
     if isinstance(delimiter, list):
@@ -323,6 +356,8 @@ def _skeletons(delimiter: Any, what: str, fill: dict | None = None) -> list:
     alternatives = [items]
     if len(items) == 1 and items[0][0] is _sre.BRANCH:
         alternatives = items[0][1][1]
+    elif spread:
+        alternatives = _spread(items)
     reasons, found = [], []
     for alternative in alternatives:
         out: list = []
@@ -338,6 +373,18 @@ def _skeletons(delimiter: Any, what: str, fill: dict | None = None) -> list:
     if found:
         return found
     raise _Dead(f"{what} {pattern!r}: no alternative can be written ({'; '.join(reasons)})")
+
+
+def _spread(items: list) -> list:
+    """The sequences `items` spells with each of its top-level alternations replaced by one of its alternatives,
+    in the template's order (a few at most)."""
+    sequences: list = [[]]
+    for op, av in items:
+        if op is _sre.BRANCH and len(sequences) * len(av[1]) <= _RUN_VARIANTS:
+            sequences = [sequence + list(alternative) for sequence in sequences for alternative in av[1]]
+        else:
+            sequences = [sequence + [(op, av)] for sequence in sequences]
+    return sequences
 
 
 def _delimiter_spec(spec: dict, literal_key: str, pattern_key: str) -> Any:
@@ -722,8 +769,40 @@ def _content_keys(function: Any) -> tuple | None:
     return tuple(found) if found[0] != found[1] else None
 
 
+def _plain(text: str) -> bool:
+    """Text too plain to tell a call from prose: no marker character (it is also JSON syntax or a word)."""
+    return len(text) < 2 or not any(char in _MARKER_CHARS or ord(char) > 127 for char in text)
+
+
+def _leading_literal(pieces: list) -> str:
+    lead = ""
+    for piece in pieces:
+        if piece.kind != "lit":
+            break
+        lead += piece.text
+    return lead
+
+
+def _opener(field_spec: dict) -> tuple:
+    """(the writing of a call's opener the grammar uses, the plain starts of its other writings, the optional part
+    that writing starts with or None). The first writing is taken unless it starts with plain text and another
+    starts with a marker (gpt-oss: not the header's `to=functions.NAME<|channel|>commentary` but
+    `<|channel|>commentary to=functions.NAME`); the other writings' plain starts (`to=`) are kept out of free text,
+    where the parser would read them as a call."""
+    raw = _skeletons(_delimiter_spec(field_spec, "open", "open_pattern"), "open", spread=True)
+    writings = [_strip_ws(pieces, leading=True) for pieces in raw]
+    at = 0
+    if _plain(_leading_literal(writings[0])):
+        at = next((index for index, pieces in enumerate(writings) if not _plain(_leading_literal(pieces))), 0)
+    starts = [_leading_literal(pieces) for pieces in writings if _plain(_leading_literal(pieces))] if at else []
+    starts = [start for start in starts if start and not any(other in start and other != start for other in starts)]
+    # an optional literal the opener may start with (gpt-oss's `<|start|>assistant`, which begins every message)
+    lead = next((piece for piece in raw[at] if piece.kind != "ws"), None)
+    return writings[at], list(dict.fromkeys(starts)), lead if lead is not None and lead.kind == "opt" else None
+
+
 def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> _CallForm:
-    opener = _strip_ws(_skeleton(_delimiter_spec(field_spec, "open", "open_pattern"), "open"), leading=True)
+    opener = _opener(field_spec)[0]
     closer = _strip_ws(_skeleton(_delimiter_spec(field_spec, "close", "close_pattern"), "close"), leading=False)
     has_name = any(p.kind == "group" and p.text == "name" for p in opener)
     content = field_spec.get("content", "text")
@@ -802,6 +881,13 @@ def _literal_text(pieces: list) -> str | None:
     return None if any(p.kind == "group" for p in pieces) else "".join(p.text for p in pieces if p.kind == "lit")
 
 
+def _drops_bare_text(template: CompiledTemplate, prefix: str, before: str = "") -> bool:
+    """Text written outside any region (after `before`) is dropped, not content (gpt-oss's harmony: every message
+    opens with its channel)."""
+    message = _probe(template, before + "Answer.", prefix)
+    return message is not None and message == _probe(template, before, prefix)
+
+
 def _reasoning(template: CompiledTemplate, prefix: str, markers: list) -> tuple:
     """(the text closing a reasoning block the prompt left open, or None; (open, close) of a reasoning block the
     answer may start with, or None), each the first writing of the template's delimiters our parser reads so."""
@@ -813,10 +899,13 @@ def _reasoning(template: CompiledTemplate, prefix: str, markers: list) -> tuple:
     except _Dead:
         return None, None
     closes: list[str] = [text for text in written if text]
+    dropped = _drops_bare_text(template, "")  # the format's own way, whatever the prompt left open
 
     def reads(text: str) -> bool:
         message = _probe(template, text, prefix)
-        return message is not None and message.get("reasoning_content") == "Thinking." and message.get("content") == "Answer."
+        # where text outside the format's messages is dropped (harmony), the block must leave it dropped
+        return message is not None and message.get("reasoning_content") == "Thinking." and (
+            message.get("content") == "Answer." or dropped and not message.get("content"))
 
     for close in closes:
         if reads("Thinking." + close + "Answer."):
@@ -859,14 +948,80 @@ def _plan(template: Any, tools: Any, prefix: str) -> _Plan:
         if trigger not in triggers:
             triggers.append(trigger)
     for trigger in triggers:
-        if len(trigger) < 2 or not any(char in _MARKER_CHARS or ord(char) > 127 for char in trigger):
+        if _plain(trigger):
             raise GrammarError(f"the call opener {trigger!r} is too plain to tell a call from text (it is also "
                                "JSON syntax or a word): free text could not be kept from opening calls")
     plan = _Plan(compiled, prefix, tool_list, calls, triggers, markers, reasoning_open, reasoning_tag, "\n")
     if calls:
+        _, plan.plain_starts, lead = _opener(spec)
+        # only where every message opens with its own header (text outside one is dropped): elsewhere an optional
+        # start of the opener is markup of calls (DeepSeek's section marker), not of messages
+        after_reasoning = "Let me think." + reasoning_open if reasoning_open is not None else ""
+        if lead is not None and _drops_bare_text(compiled, prefix, after_reasoning):
+            plan.lead = lead
+    if calls:
         _self_check(plan)
         plan.wrappers = _wrappers(plan)
+    if plan.plain_starts:
+        plan.notes.append(f"calls open with {triggers[0]!r}; the template's other spellings of a call, which start "
+                          f"with plain text ({', '.join(map(repr, plan.plain_starts))}), are not written and that "
+                          "text is kept out of free text")
+    plan.messages, like_calls = _messages(plan)
+    if plan.messages:
+        opener, ends, _ = plan.messages[0]
+        plan.notes.append(f"text outside messages is dropped: under \"auto\" and \"none\" the answer is a "
+                          f"{opener!r}...{' or '.join(map(repr, ends))} message")
+    if like_calls:
+        plan.notes.append(f"a message that opens like a call ({', '.join(map(repr, like_calls))}) cannot be written")
+    header = plan.separator if plan.separator != "\n" else plan.lead.sample if plan.lead is not None else None
+    places = (["after the reasoning block"] if plan.lead is not None and (
+        plan.reasoning_tag is not None or plan.reasoning_open is not None) else []) + (
+        ['between calls (not under "auto")'] if plan.separator != "\n" else [])
+    if header and places:
+        plan.notes.append(f"{header!r} is written only {' and '.join(places)}")
     return plan
+
+
+def _messages(plan: _Plan) -> tuple:
+    """([(open, [closes], trigger)] of the content message a format writes where it drops text outside its messages
+    (gpt-oss's `<|channel|>final<|message|>`...`<|end|>` or `<|return|>`): free text there is lost, so the answer
+    must be written as such a message. Found by parsing: the message alone, before and after a call, reads as
+    content beside exactly the call. Second: the openers left out because they open like a call."""
+    spec = plan.template.source.get("fields", {}).get("content")
+    lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    if not spec or not _drops_bare_text(plan.template, plan.prefix, lead):
+        return [], []
+    try:
+        opens = [_literal_text(p) for p in _skeletons(_delimiter_spec(spec, "open", "open_pattern"), "open", spread=True)]
+        closes = [_literal_text(p) for p in _skeletons(_delimiter_spec(spec, "close", "close_pattern"), "close",
+                                                        spread=True)]
+    except _Dead:
+        return [], []
+    tools = _as_tools(plan.tools)
+    forms = list(plan.calls.values())
+    one = forms[0].write(_sample(dict(plan.tools)[forms[0].tool])) if forms else ""
+    wanted = [(forms[0].tool, _sample(dict(plan.tools)[forms[0].tool]))] if forms else []
+
+    def reads(text: str, calls: list) -> bool:
+        message = _probe(plan.template, lead + text, plan.prefix, tools)
+        got = [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
+               for call in (message or {}).get("tool_calls") or []]
+        return message is not None and message.get("content") == "Answer." and got == calls and not (
+            message.get("reasoning_content") and not lead)
+
+    for opener in opens:
+        # a message that opens like a call (`<|channel|>commentary<|message|>`, a preamble) would be read as one
+        if not opener or _plain(opener) or any(_overlaps(opener, trigger) for trigger in plan.triggers):
+            continue
+        # text after the close is outside the message again (a citation marker inside the answer is no close)
+        ends = [close for close in closes if close and not _plain(close)
+                and reads(opener + "Answer." + close, []) and reads(opener + "Answer." + close + "More.", [])
+                and (not forms or reads(opener + "Answer." + close + one, wanted)
+                     and reads(one + opener + "Answer." + close, wanted))]
+        if ends:
+            like_calls = [other for other in opens if other and any(_overlaps(other, t) for t in plan.triggers)]
+            return [(opener, ends, _message_trigger(opener, plan.markers))], like_calls
+    return [], []
 
 
 def _wrappers(plan: _Plan) -> list:
@@ -987,9 +1142,16 @@ def _self_check(plan: _Plan) -> None:
     samples = {form.tool: _sample(dict(plan.tools)[form.tool]) for form in forms}
     first, second = forms[0], forms[-1]
     one = first.write(samples[first.tool])
-    two = one + plan.separator + second.write(samples[second.tool])
     # the grammar closes a reasoning block the prompt left open before anything else
     lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    if plan.lead is not None:  # the header every message starts with separates calls too (`<|start|>assistant`)
+        joined = _probe(plan.template, lead + one + plan.lead.sample + second.write(samples[second.tool]),
+                        plan.prefix, _as_tools(plan.tools))
+        if [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
+                for call in (joined or {}).get("tool_calls") or []] == [
+                (first.tool, samples[first.tool]), (second.tool, samples[second.tool])]:
+            plan.separator = plan.lead.sample
+    two = one + plan.separator + second.write(samples[second.tool])
     cases = [
         ("one call", lead + one, [first.tool]),
         ("two calls", lead + two, [first.tool, second.tool]),
@@ -997,6 +1159,10 @@ def _self_check(plan: _Plan) -> None:
         ("text after a call", lead + one + " Done.", [first.tool]),
         ("reasoning then a call", _reasoning_text(plan) + one, [first.tool]),
     ]
+    if plan.lead is not None:
+        reasoning = _reasoning_text(plan) + plan.lead.sample
+        cases += [("reasoning, the opener's optional start, then a call", reasoning + one, [first.tool]),
+                  ("reasoning, the opener's optional start, text, then a call", reasoning + "Sure. " + one, [first.tool])]
     for what, text, names in cases:
         message = _probe(plan.template, text, plan.prefix, _as_tools(plan.tools))
         calls = (message or {}).get("tool_calls") or []
@@ -1004,6 +1170,9 @@ def _self_check(plan: _Plan) -> None:
         wanted_args = [samples[name] for name in names]
         got_args = [(call.get("function") or {}).get("arguments") for call in calls]
         if got != names or got_args != wanted_args:
+            if what.startswith("reasoning, the opener's optional start"):
+                plan.lead = None
+                continue
             if what == "text after a call":
                 plan.notes.append("calls end the answer: no text after them")
                 continue
@@ -1054,26 +1223,39 @@ def _overlaps(marker: str, text: str) -> bool:
 def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
     """Markers kept out of free text. Free text also spells the start of a call's opener before the grammar knows a
     call began, so markers that overlap an opener are left out (the opener itself is the call)."""
-    begins = [form.begin for form in plan.calls.values()] + [opener for opener, _ in plan.wrappers]
+    begins = ([form.begin for form in plan.calls.values()] + [opener for opener, _ in plan.wrappers]
+              + [trigger for _, _, trigger in plan.messages])
     found = [marker for marker in plan.markers if not any(_overlaps(marker, begin) for begin in begins)]
-    return found + [text for text in extra if text not in found]
+    return found + [text for text in [*extra, *plan.plain_starts] if text not in found]
 
 
 def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
     elements: list = []
+    after = [{"type": "regex", "pattern": plan.lead.text}] if plan.lead is not None else []
     if plan.reasoning_open is not None:
         inner = [m for m in plan.markers if m != plan.reasoning_open] + plan.triggers
         elements.append({"type": "tag", "begin": "", "content": _free_text(inner), "end": plan.reasoning_open})
+        elements.extend(after)
     elif plan.reasoning_tag is not None:
         inner = [m for m in plan.markers if m not in plan.reasoning_tag] + plan.triggers
         elements.append(_ws(0))  # layout before the block (GLM-4.5 writes "\n<think>")
-        elements.append({"type": "optional", "content": {
-            "type": "tag", "begin": plan.reasoning_tag[0], "content": _free_text(inner), "end": plan.reasoning_tag[1]}})
+        block = {"type": "tag", "begin": plan.reasoning_tag[0], "content": _free_text(inner), "end": plan.reasoning_tag[1]}
+        elements.append({"type": "optional", "content": {"type": "sequence", "elements": [block, *after]}
+                         if after else block})
     names = list(plan.calls)
     if isinstance(tool_choice, dict):
         names = [tool_choice["function"]["name"]]
+    # the answer as a message, where text outside messages is dropped (gpt-oss's final channel)
+    messages = [{"type": "tag", "begin": opener, "end": ends if len(ends) > 1 else ends[0],
+                 "content": _free_text([m for m in plan.markers if m not in ends])} for opener, ends, _ in plan.messages]
+    message_triggers = [trigger for _, _, trigger in plan.messages]
     if tool_choice == "none" or not names:
-        elements.append(_free_text(_excludes(plan, plan.triggers)))
+        if messages:
+            elements.append({"type": "triggered_tags", "triggers": message_triggers, "tags": messages,
+                             "at_least_one": False, "stop_after_first": False,
+                             "excludes": _excludes(plan, plan.triggers)})
+        else:
+            elements.append(_free_text(_excludes(plan, plan.triggers)))
     elif tool_choice == "auto":
         if "calls end the answer: no text after them" in plan.notes:
             raise GrammarError("this template reads text written after a call as part of the call: "
@@ -1089,6 +1271,8 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
         # tag under one trigger)
         triggers = plan.triggers + [opener for opener, _ in plan.wrappers
                                     if not any(opener.startswith(trigger) for trigger in plan.triggers)]
+        tags += messages
+        triggers += message_triggers
         elements.append({"type": "triggered_tags", "triggers": triggers, "tags": tags,
                          "at_least_one": False, "stop_after_first": not parallel, "excludes": _excludes(plan)})
     else:
@@ -1098,6 +1282,14 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
     fmt = elements[0] if len(elements) == 1 else {"type": "sequence", "elements": elements}
     _exclude_triggers(fmt, plan.triggers)
     return {"type": "structural_tag", "format": fmt}
+
+
+def _message_trigger(begin: str, excluded: list) -> str:
+    """What free text writes to open a message: its begin up to the first marker after its start
+    (`<|channel|>final` of `<|channel|>final<|message|>`): free text may not hold that marker, and xgrammar never
+    fires a trigger that holds text free text may not hold."""
+    cut = min([begin.find(marker, 1) for marker in excluded if begin.find(marker, 1) > 0], default=len(begin))
+    return begin[:cut]
 
 
 def _exclude_triggers(node: Any, triggers: list) -> None:
