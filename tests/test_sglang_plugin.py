@@ -464,11 +464,12 @@ class _Walker:
     def __init__(self, tag):
         import xgrammar
 
-        markers = set()
+        markers, ends = set(), set()
 
         def collect(node):
             if isinstance(node, dict):
                 markers.update(v for k, v in node.items() if k in ("begin", "end", "value") and isinstance(v, str))
+                ends.update(node["end"] if isinstance(node.get("end"), list) else [node.get("end")])
                 markers.update(t for k in ("triggers", "excludes") for t in node.get(k) or () if isinstance(t, str))
                 for value in node.values():
                     collect(value)
@@ -481,7 +482,9 @@ class _Walker:
         self.vocab = chars + sorted(m for m in markers if m and m not in chars) + ["<eos>"]
         self.markers = set(range(len(chars), len(self.vocab) - 1))
         self.eos = len(self.vocab) - 1
-        self.closing = {self.vocab.index(c) for c in '"}]>'} | self.markers | {self.eos}
+        # late in a walk these are favoured, so that it ends (openers are not: a walk could open calls forever)
+        self.closing = {self.vocab.index(c) for c in '"}]>'} | {self.eos} | {
+            self.vocab.index(end) for end in ends if isinstance(end, str) and end in self.vocab}
         info = xgrammar.TokenizerInfo(self.vocab, stop_token_ids=[self.eos])
         self.grammar = xgrammar.GrammarCompiler(info).compile_structural_tag(json.dumps(tag))
 
@@ -509,7 +512,9 @@ class _Walker:
         return None  # too long to judge
 
 
-FORCING = [("required", True), ("required", False), (NAMED, True), ("auto", False)]
+STRICT_TOOLS = [{**tool, "function": {**tool["function"], "strict": True}} for tool in FORCING_TOOLS]
+FORCING = [("required", True, FORCING_TOOLS), ("required", False, FORCING_TOOLS), (NAMED, True, FORCING_TOOLS),
+           ("auto", False, FORCING_TOOLS), ("auto", True, STRICT_TOOLS)]
 CONSTRAINED_TEMPLATES = ["qwen3", "qwen3-coder", "glm", "kimi-k2"]
 
 
@@ -524,11 +529,13 @@ def _xgrammar_or_skip():
 
 
 @pytest.mark.parametrize("name", CONSTRAINED_TEMPLATES)
-@pytest.mark.parametrize("tool_choice, parallel", FORCING, ids=["required", "required-one", "named", "auto-one"])
-def test_the_constraint_admits_only_valid_calls_of_the_right_tools(name, tool_choice, parallel, monkeypatch):
-    """The structural tag SGLang's engine gets for a forced / single-call request, walked at random: every string
-    it admits is read by our parser (and by SGLang's tool-call parser, as the chat server makes it for a request
-    whose constraint was the template's grammar) as calls of the tools asked for, with schema-valid arguments."""
+@pytest.mark.parametrize("tool_choice, parallel, tools", FORCING,
+                         ids=["required", "required-one", "named", "auto-one", "auto-strict"])
+def test_the_constraint_admits_only_valid_calls_of_the_right_tools(name, tool_choice, parallel, tools, monkeypatch):
+    """The structural tag SGLang's engine gets for a forced, single-call or strict request, walked at random:
+    every string it admits is read by our parser (and by SGLang's tool-call parser, as the chat server makes it for
+    a request whose constraint was the template's grammar) as calls of the tools asked for, with schema-valid
+    arguments."""
     import random
 
     import jsonschema
@@ -539,11 +546,11 @@ def test_the_constraint_admits_only_valid_calls_of_the_right_tools(name, tool_ch
     template = get_template(name)
     corpus_prefixes = [c["prefix"] for c in json.loads((CORPORA / f"{name}.json").read_text())["cases"]]
     prompt = next((p for p in corpus_prefixes if p), "")
-    params, request, result, tokenizer = _render(name, prompt, tool_choice, parallel=parallel)
+    params, request, result, tokenizer = _render(name, prompt, tool_choice, parallel=parallel, tools=tools)
     assert "json_schema" not in params and result.template_tool_call_grammar
     tag = json.loads(params["structural_tag"])  # what SGLang's engine compiles
     walker = _Walker(tag)
-    rng = random.Random(f"{name}{tool_choice}{parallel}")
+    rng = random.Random(f"{name}{tool_choice}{parallel}{tools is STRICT_TOOLS}")
     walked = 0
     for _ in range(12):
         text = walker.walk(rng)
@@ -559,7 +566,8 @@ def test_the_constraint_admits_only_valid_calls_of_the_right_tools(name, tool_ch
             assert len(calls) <= 1, where
         for call in calls:
             function = call["function"]
-            assert function["name"] == (NAMED["function"]["name"] if tool_choice == NAMED else function["name"])
+            if tool_choice == NAMED:
+                assert function["name"] == "search_web", where
             assert function["name"] in SCHEMAS, where
             jsonschema.validate(function["arguments"], SCHEMAS[function["name"]])
         # SGLang's parse of the same output: the detector owns the format of a forced call under our constraint
@@ -576,14 +584,15 @@ def test_the_constraint_follows_the_rendered_prompt():
     """A prompt that opens the reasoning (Qwen3's chat template writes `<think>`): the constraint starts inside
     the reasoning, so the model reasons and then calls; compiled without the prompt it would not admit that."""
     _xgrammar_or_skip()
+    import xgrammar
+
     opened = QWEN_PREFIX + "<think>\n"
-    output = 'Let me look.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    output = ('Let me look.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+              '</tool_call>')
     admitted = {}
     for prompt in (opened, QWEN_PREFIX):
         params, _, _, _ = _render("qwen3", prompt, "required")
         walker = _Walker(json.loads(params["structural_tag"]))
-        import xgrammar
-
         matcher = xgrammar.GrammarMatcher(walker.grammar)
         admitted[prompt] = all(matcher.accept_token(walker.vocab.index(c)) for c in output) and matcher.accept_token(
             walker.eos)
