@@ -353,15 +353,8 @@ def test_register_wraps_the_chat_server_where_it_can():
     assert why == ""
     assert getattr(OpenAIServingChat._process_tool_calls, "_response_templates", False)
     assert getattr(OpenAIServingChat._generate_stream_content, "_response_templates", False)
-
-
-def test_strict_tools_are_refused(monkeypatch):
-    monkeypatch.delenv("RESPONSE_TEMPLATES_MALFORMED", raising=False)
-    tokenizer = engines._tokenizer(get_template("qwen3"))
-    tools = [{"type": "function", "function": {**QWEN_TOOLS[0]["function"], "strict": True}}]
-    _, tool_parser, _ = _parsers(tokenizer, QWEN_PREFIX, tools)
-    with pytest.raises(ValueError, match="strict tools are not supported with --tool-call-parser response_templates"):
-        tool_parser.get_structure_constraint("auto", parallel_tool_calls=True)
+    assert getattr(OpenAIServingChat._process_messages, "_response_templates", False)
+    assert sglang_plugin.constraint_unavailable() in ("", sglang_plugin._xgrammar_unfit())
 
 
 def test_a_tokenizer_without_a_template_fails_at_startup_with_the_reason():
@@ -397,3 +390,289 @@ def test_sglang_loads_the_plugin_through_its_entry_point(monkeypatch):
     monkeypatch.delenv("SGLANG_PLUGINS", raising=False)
     plugins.load_plugins()
     assert NAME in FunctionCallParser.ToolCallParserEnum and NAME in ReasoningParser.DetectorMap
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The tool-call constraint: SGLang's chat server asks the tool-call detector for it while it renders a request
+# (OpenAIServingChat._process_messages, which `register` wraps to compile it for the rendered prompt). Its module
+# does not import where CI installs SGLang (it needs torchvision), so `_render` below does, with SGLang's own
+# classes, what that method does with a tool-call parser; the wrapper is the plugin's.
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                                     "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+    "required": ["city"]}}}
+SEARCH = {"type": "function", "function": {"name": "search_web", "parameters": {
+    "type": "object", "properties": {"query": {"type": "string"}, "safe": {"type": "boolean"},
+                                     "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["query", "safe"]}}}
+FORCING_TOOLS = [WEATHER, SEARCH]
+SCHEMAS = {tool["function"]["name"]: tool["function"]["parameters"] for tool in FORCING_TOOLS}
+NAMED = {"type": "function", "function": {"name": "search_web"}}
+
+
+class _Serving:
+    """What the wrapper reads of SGLang's chat server: its parsers' names and its tokenizer manager."""
+
+    def __init__(self, tokenizer, reasoning_parser=NAME, grammar_backend="xgrammar"):
+        from types import SimpleNamespace
+
+        self.reasoning_parser = reasoning_parser
+        self.tokenizer_manager = SimpleNamespace(tokenizer=tokenizer, config_value=lambda name: grammar_backend)
+
+    def _process_messages(self, request, is_multimodal, *, output_constrained=False):
+        """SGLang 0.5.23's steps for a tool-call parser: ask FunctionCallParser for the constraint (the JSON form
+        for a forced call when it gives none), render the prompt, record whether the constraint is the template's
+        grammar."""
+        from sglang.srt.entrypoints.openai.protocol import MessageProcessingResult
+        from sglang.srt.function_call.function_call_parser import FunctionCallParser
+        from sglang.srt.function_call.utils import get_json_schema_constraint
+
+        parser = FunctionCallParser(request.tools, NAME, tokenizer=self.tokenizer_manager.tokenizer)
+        constraint = parser.get_structure_constraint(request.tool_choice,
+                                                     parallel_tool_calls=request.parallel_tool_calls)
+        if constraint is None and not parser.detector.parses_required_natively() and request.tool_choice != "auto":
+            constraint = ("json_schema", get_json_schema_constraint(
+                request.tools, request.tool_choice, parallel_tool_calls=request.parallel_tool_calls))
+        ids = self.tokenizer_manager.tokenizer.encode(self.prompt, add_special_tokens=False)
+        result = MessageProcessingResult(prompt="", prompt_ids=ids, image_data=None, audio_data=None,
+                                         video_data=None, modalities=[], stop=[], tool_call_constraint=constraint)
+        result.template_tool_call_grammar = constraint is not None and constraint[0] == "structural_tag"
+        return result
+
+
+def _render(template_name, prompt, tool_choice, *, parallel=True, tools=FORCING_TOOLS, **serving):
+    """The sampling parameters SGLang's chat server sends its engine for this request, and the request."""
+    from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest
+
+    tokenizer = engines._tokenizer(get_template(template_name))
+    sglang_plugin.register()
+    server = _Serving(tokenizer, **serving)
+    server.prompt = prompt
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                                    tool_choice=tool_choice, parallel_tool_calls=parallel)
+    result = sglang_plugin._rendering_wrapper(_Serving._process_messages)(server, request, False)
+    params = request.to_sampling_params(stop=[], model_generation_config={},
+                                        tool_call_constraint=result.tool_call_constraint)
+    return params, request, result, tokenizer
+
+
+class _Walker:
+    """Random walks through what a compiled grammar admits, over single characters plus the grammar's marker texts
+    as whole tokens (picked often, so that markers are tried everywhere)."""
+
+    def __init__(self, tag):
+        import xgrammar
+
+        markers, ends = set(), set()
+
+        def collect(node):
+            if isinstance(node, dict):
+                markers.update(v for k, v in node.items() if k in ("begin", "end", "value") and isinstance(v, str))
+                ends.update(node["end"] if isinstance(node.get("end"), list) else [node.get("end")])
+                markers.update(t for k in ("triggers", "excludes") for t in node.get(k) or () if isinstance(t, str))
+                for value in node.values():
+                    collect(value)
+            elif isinstance(node, list):
+                for item in node:
+                    collect(item)
+
+        collect(tag)
+        chars = [chr(code) for code in range(32, 127)] + ["\n", "é"]
+        self.vocab = chars + sorted(m for m in markers if m and m not in chars) + ["<eos>"]
+        self.markers = set(range(len(chars), len(self.vocab) - 1))
+        self.eos = len(self.vocab) - 1
+        # late in a walk these are favoured, so that it ends (openers are not: a walk could open calls forever)
+        self.closing = {self.vocab.index(c) for c in '"}]>'} | {self.eos} | {
+            self.vocab.index(end) for end in ends if isinstance(end, str) and end in self.vocab}
+        info = xgrammar.TokenizerInfo(self.vocab, stop_token_ids=[self.eos])
+        self.grammar = xgrammar.GrammarCompiler(info).compile_structural_tag(json.dumps(tag))
+
+    def walk(self, rng, steps=3000):
+        import numpy
+        import xgrammar
+
+        matcher = xgrammar.GrammarMatcher(self.grammar)
+        mask = numpy.zeros(xgrammar.get_bitmask_shape(1, len(self.vocab)), dtype=numpy.int32)
+        out = []
+        for step in range(steps):
+            if matcher.is_terminated():
+                return "".join(out)
+            matcher.fill_next_token_bitmask(mask)
+            bits = numpy.unpackbits(mask[0].view(numpy.uint8), bitorder="little")[:len(self.vocab)]
+            allowed = [int(token) for token in numpy.nonzero(bits)[0]]
+            assert allowed, f"the grammar admits nothing after {''.join(out)!r}"
+            weights = [(15 if token in self.markers else 1) * (40 if step > 120 and token in self.closing else 1)
+                       for token in allowed]
+            token = rng.choices(allowed, weights)[0]
+            if token == self.eos:
+                return "".join(out)
+            assert matcher.accept_token(token)
+            out.append(self.vocab[token])
+        return None  # too long to judge
+
+
+STRICT_TOOLS = [{**tool, "function": {**tool["function"], "strict": True}} for tool in FORCING_TOOLS]
+FORCING = [("required", True, FORCING_TOOLS), ("required", False, FORCING_TOOLS), (NAMED, True, FORCING_TOOLS),
+           ("auto", False, FORCING_TOOLS), ("auto", True, STRICT_TOOLS)]
+CONSTRAINED_TEMPLATES = ["qwen3", "qwen3-coder", "glm", "kimi-k2"]
+
+
+def _xgrammar_or_skip():
+    pytest.importorskip("xgrammar")
+    pytest.importorskip("jsonschema")
+    why = sglang_plugin._xgrammar_unfit()
+    if why:
+        if os.environ.get("CI", "").lower() == "true":
+            raise RuntimeError(f"CI's SGLang environment must have an xgrammar that takes the constraint: {why}")
+        pytest.skip(why)
+
+
+@pytest.mark.parametrize("name", CONSTRAINED_TEMPLATES)
+@pytest.mark.parametrize("tool_choice, parallel, tools", FORCING,
+                         ids=["required", "required-one", "named", "auto-one", "auto-strict"])
+def test_the_constraint_admits_only_valid_calls_of_the_right_tools(name, tool_choice, parallel, tools, monkeypatch):
+    """The structural tag SGLang's engine gets for a forced, single-call or strict request, walked at random:
+    every string it admits is read by our parser (and by SGLang's tool-call parser, as the chat server makes it for
+    a request whose constraint was the template's grammar) as calls of the tools asked for, with schema-valid
+    arguments."""
+    import random
+
+    import jsonschema
+    from sglang.srt.function_call.function_call_parser import FunctionCallParser
+
+    _xgrammar_or_skip()
+    monkeypatch.delenv("RESPONSE_TEMPLATES_MALFORMED", raising=False)
+    template = get_template(name)
+    corpus_prefixes = [c["prefix"] for c in json.loads((CORPORA / f"{name}.json").read_text())["cases"]]
+    prompt = next((p for p in corpus_prefixes if p), "")
+    params, request, result, tokenizer = _render(name, prompt, tool_choice, parallel=parallel, tools=tools)
+    assert "json_schema" not in params and result.template_tool_call_grammar
+    tag = json.loads(params["structural_tag"])  # what SGLang's engine compiles
+    walker = _Walker(tag)
+    rng = random.Random(f"{name}{tool_choice}{parallel}{tools is STRICT_TOOLS}")
+    walked = 0
+    for _ in range(12):
+        text = walker.walk(rng)
+        if text is None:
+            continue
+        walked += 1
+        where = f"{name} tool_choice={tool_choice} parallel={parallel}: {text!r}"
+        message = parse_response(text, template, prefix=prompt, tools=FORCING_TOOLS)
+        calls = message.get("tool_calls") or []
+        if tool_choice != "auto":
+            assert calls, where
+        if not parallel:
+            assert len(calls) <= 1, where
+        for call in calls:
+            function = call["function"]
+            if tool_choice == NAMED:
+                assert function["name"] == "search_web", where
+            assert function["name"] in SCHEMAS, where
+            jsonschema.validate(function["arguments"], SCHEMAS[function["name"]])
+        # SGLang's parse of the same output: the detector owns the format of a forced call under our constraint
+        parser = FunctionCallParser(request.tools, NAME, tokenizer=tokenizer, tool_choice=request.tool_choice,
+                                    prefix=prompt, constrained=True)
+        assert parser.owns_tool_format() or tool_choice == "auto"
+        _, items = parser.parse_non_stream(text)
+        assert [(i.name, json.loads(i.parameters)) for i in items] == [
+            (c["function"]["name"], c["function"]["arguments"]) for c in calls], where
+    assert walked >= 6
+
+
+def test_the_constraint_follows_the_rendered_prompt():
+    """A prompt that opens the reasoning (Qwen3's chat template writes `<think>`): the constraint starts inside
+    the reasoning, so the model reasons and then calls; compiled without the prompt it would not admit that."""
+    _xgrammar_or_skip()
+    import xgrammar
+
+    opened = QWEN_PREFIX + "<think>\n"
+    output = ('Let me look.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+              '</tool_call>')
+    admitted = {}
+    for prompt in (opened, QWEN_PREFIX):
+        params, _, _, _ = _render("qwen3", prompt, "required")
+        walker = _Walker(json.loads(params["structural_tag"]))
+        matcher = xgrammar.GrammarMatcher(walker.grammar)
+        admitted[prompt] = all(matcher.accept_token(walker.vocab.index(c)) for c in output) and matcher.accept_token(
+            walker.eos)
+    assert admitted == {opened: True, QWEN_PREFIX: False}
+    message = parse_response(output, get_template("qwen3"), prefix=opened, tools=FORCING_TOOLS)
+    assert message["reasoning_content"] == "Let me look." and message["tool_calls"][0]["function"]["name"] == \
+        "get_weather"
+
+
+def test_an_old_xgrammar_gets_no_constraint_in_the_model_format(monkeypatch, caplog):
+    """With xgrammar older than 0.2.9 (SGLang 0.5.23 pins 0.2.7, whose structural tags drop `excludes`, letting
+    marker text into arguments): a forced call falls back to SGLang's JSON form, which SGLang parses itself, with
+    the reason logged; strict tools and parallel_tool_calls=false under "auto" are refused (HTTP 400)."""
+    import logging
+
+    from sglang.srt.function_call.function_call_parser import FunctionCallParser
+
+    monkeypatch.setattr(sglang_plugin, "_xgrammar_release", lambda: "0.2.7")
+    assert sglang_plugin.constraint_unavailable().startswith("xgrammar 0.2.7 is installed; the constraint needs "
+                                                             "xgrammar>=0.2.9")
+    with caplog.at_level(logging.WARNING, logger="response_templates.serving"):
+        params, request, result, tokenizer = _render("qwen3", QWEN_PREFIX, "required")
+    assert "structural_tag" not in params and json.loads(params["json_schema"])["type"] == "array"
+    assert not result.template_tool_call_grammar
+    assert "xgrammar 0.2.7 is installed; the constraint needs xgrammar>=0.2.9" in caplog.text
+    parser = FunctionCallParser(request.tools, NAME, tokenizer=tokenizer, tool_choice="required",
+                                prefix=QWEN_PREFIX, constrained=False)
+    assert not parser.owns_tool_format()  # SGLang reads the JSON form itself
+    for choice, parallel, tools, asked in (
+            ("auto", False, FORCING_TOOLS, "parallel_tool_calls=false"),
+            ("auto", True, [{**WEATHER, "function": {**WEATHER["function"], "strict": True}}],
+             "strict tool 'get_weather'")):
+        with pytest.raises(ValueError, match=f"{asked} with --tool-call-parser response_templates: xgrammar 0.2.7 "
+                                             "is installed; the constraint needs xgrammar>=0.2.9"):
+            _render("qwen3", QWEN_PREFIX, choice, parallel=parallel, tools=tools)
+
+
+def test_requests_the_constraint_cannot_serve(monkeypatch):
+    """A template the compiler cannot express, another reasoning parser, another grammar backend: a forced call
+    gets SGLang's JSON form, "auto" with one call at most is refused with the reason; plain "auto" is not
+    constrained at all."""
+    _xgrammar_or_skip()
+    for template_name, serving, why in (
+            ("llama3.1", {}, "the model's tool calls cannot be constrained: the call opener '{' is too plain"),
+            ("qwen3", {"reasoning_parser": "qwen3"}, "the server's reasoning parser is 'qwen3'"),
+            ("qwen3", {"grammar_backend": "llguidance"}, "the server's grammar backend is 'llguidance'")):
+        params, _, result, _ = _render(template_name, "", "required", **serving)
+        assert "structural_tag" not in params and "json_schema" in params, template_name
+        assert not result.template_tool_call_grammar
+        with pytest.raises(ValueError, match=f"parallel_tool_calls=false with --tool-call-parser "
+                                             f"response_templates: {why}"):
+            _render(template_name, "", "auto", parallel=False, **serving)
+    params, _, result, _ = _render("qwen3", QWEN_PREFIX, "auto")
+    assert "structural_tag" not in params and "json_schema" not in params
+
+
+def test_without_the_wrapper_the_constraint_is_not_applied(monkeypatch):
+    """SGLang asking outside its chat server's _process_messages (a release without it): the prompt is unknown, so
+    a forced call is left to SGLang's JSON form and a strict tool is refused, saying so."""
+    _xgrammar_or_skip()
+    monkeypatch.delenv("RESPONSE_TEMPLATES_MALFORMED", raising=False)
+    tokenizer = engines._tokenizer(get_template("qwen3"))
+    _, tool_parser, _ = _parsers(tokenizer, QWEN_PREFIX, FORCING_TOOLS)
+    assert tool_parser.get_structure_constraint("required")[0] == "json_schema"
+    strict = [{"type": "function", "function": {**QWEN_TOOLS[0]["function"], "strict": True}}]
+    _, tool_parser, _ = _parsers(tokenizer, QWEN_PREFIX, strict)
+    with pytest.raises(ValueError, match="strict tool 'write_note' with --tool-call-parser response_templates: "
+                                         "the prompt is not known"):
+        tool_parser.get_structure_constraint("auto", parallel_tool_calls=True)
+
+
+def test_a_tag_the_installed_xgrammar_would_change_is_refused():
+    """SGLang hands its engine xgrammar's StructuralTag serialized again: a field that model does not keep (as
+    0.2.7's drops `excludes` of JSON schemas) must not be lost silently."""
+    pytest.importorskip("xgrammar")
+    from response_templates.integrations.grammar import GrammarError
+
+    tag = {"type": "structural_tag", "format": {"type": "json_schema", "json_schema": {"type": "object"},
+                                                "not_a_field": ["</tool_call>"]}}
+    with pytest.raises(GrammarError, match="drops fields of the constraint"):
+        sglang_plugin._structural_tag(json.dumps(tag))
+    del tag["format"]["not_a_field"]
+    assert sglang_plugin._structural_tag(json.dumps(tag)).model_dump(by_alias=True)["format"]["type"] == "json_schema"

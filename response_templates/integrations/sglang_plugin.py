@@ -27,11 +27,23 @@ that know it (`OpenAIServingChat._process_tool_calls` and `_generate_stream_cont
 parameters), `register` wraps them to pass it on, and a call cut off at `max_tokens` is left out (`truncated=True`);
 on a release without them, `truncation_unavailable()` says so and such a call is parsed as the model left it.
 
+`tool_choice` "required" or a named function, strict tools (`"strict": true`, or SGLang's
+`SGLANG_TOOL_STRICT_LEVEL`) and `parallel_tool_calls=false` put the tool-call constraint on the request: the
+structural tag that `integrations.grammar` compiles from the template, the request's tools and its prompt, so
+SGLang's engine (xgrammar) makes the model write only valid calls of the right tools in its own format. SGLang asks
+the tool-call detector for that constraint (`validate_structure_constraint_request`) before it renders the prompt,
+so `register` also wraps `OpenAIServingChat._process_messages`: the detector answers with a placeholder, and the
+wrapper replaces it with the tag compiled for the rendered prompt (SGLang gives the grammar no reasoning gate with
+our reasoning detector, so the tag covers the output from its first token). Where the constraint cannot be applied
+(xgrammar older than 0.2.9, whose structural tags drop `excludes` from JSON schemas so marker text could get into
+arguments; a template the compiler cannot express; another grammar backend or reasoning parser; a release without
+that method), a forced call falls back to what SGLang does without the plugin's constraint (its JSON form, which it
+parses itself), logging why once; strict tools and `parallel_tool_calls=false` under "auto" are refused (HTTP 400)
+with the reason. `constraint_unavailable()` says what the environment lacks.
+
 The detectors parse text (SGLang gives detectors text, not token ids), so a control token that a model spelled out
-as plain text reads like the token itself. Strict tools (`"strict": true`) are refused: no grammar makes the
-model's arguments follow the schema in its own format. Forced tool choice ("required", a named function) is left to
-SGLang, which constrains the output to its JSON form and parses that itself. Calls to functions the request does
-not declare are kept, as this package's parser keeps them.
+as plain text reads like the token itself. Calls to functions the request does not declare are kept, as this
+package's parser keeps them.
 """
 
 from __future__ import annotations
@@ -40,22 +52,27 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import itertools
+from dataclasses import dataclass
 from typing import Any
 
 from ._serving import (
     MALFORMED_ENV,
     NAME,
     ReplyStream,
+    decode,
     logger,
     malformed_policy,
     parse_whole,
     strict_tool,
     template_of,
+    tool_choice_dict,
+    tool_constraint,
     tool_dicts,
 )
 
-__all__ = ["MALFORMED_ENV", "NAME", "host_unavailable", "register", "truncated_generation",
-           "truncation_unavailable"]
+__all__ = ["MALFORMED_ENV", "NAME", "constraint_unavailable", "host_unavailable", "register",
+           "truncated_generation", "truncation_unavailable"]
 
 _FLAGS = "--reasoning-parser/--tool-call-parser"
 _TOOL_TABLE = ("sglang.srt.function_call.function_call_parser", "FunctionCallParser", "ToolCallParserEnum")
@@ -150,6 +167,9 @@ def register() -> None:
     why = _wrap_serving()
     if why:
         logger().info("%s: %s", NAME, why)
+    why = _wrap_rendering()
+    if why:
+        logger().info("%s: %s", NAME, why)
 
 
 def truncation_unavailable() -> str:
@@ -229,6 +249,240 @@ def _reporting(original: Any, parameter: str) -> Any:
 
     wrapper._response_templates = True  # type: ignore[attr-defined]
     return wrapper
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The tool-call constraint
+
+# The first xgrammar release whose structural tags keep `excludes` on JSON schemas (SGLang 0.5.23 pins 0.2.7, whose
+# StructuralTag drops them: marker text such as `</tool_call>` could then be written inside a call's arguments).
+XGRAMMAR_NEEDED = (0, 2, 9)
+_RENDERER = "_process_messages"  # the chat server's method that renders the prompt and sets the request's constraint
+
+
+@dataclass
+class _Rendering:
+    """One request rendered by the chat server (`_process_messages`), and what the tool-call detector asked for."""
+
+    serving: Any
+    request: Any
+    placeholder: Any = None  # the constraint the detector handed SGLang, replaced once the prompt is rendered
+    template: dict | None = None
+    tools: Any = None
+    tool_choice: Any = None
+    parallel_tool_calls: Any = True
+
+
+_rendering: contextvars.ContextVar[_Rendering | None] = contextvars.ContextVar("response_templates_sglang_rendering",
+                                                                              default=None)
+_fallbacks_logged: set[str] = set()
+
+
+def _release(text: str) -> tuple[int, ...]:
+    parts = []
+    for part in text.split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _xgrammar_release() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("xgrammar")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _xgrammar_unfit() -> str:
+    release = _xgrammar_release()
+    if release is None:
+        return "xgrammar is not installed"
+    if _release(release) < XGRAMMAR_NEEDED:
+        return (f"xgrammar {release} is installed; the constraint needs xgrammar>=0.2.9 (earlier structural tags "
+                "drop the exclusions that keep the template's markers out of the arguments)")
+    return ""
+
+
+def constraint_unavailable() -> str:
+    """Why this environment cannot put the tool-call constraint on SGLang's requests ("" when it can): xgrammar
+    missing or older than 0.2.9, or SGLang's chat server without the wrapped `_process_messages` through which the
+    plugin learns the prompt (`register()` wraps it)."""
+    why = _xgrammar_unfit()
+    if why:
+        return why
+    try:
+        serving = _serving_class()
+    except Exception as error:
+        return f"SGLang's chat server cannot be imported ({type(error).__name__}: {error})"
+    if not getattr(vars(serving).get(_RENDERER), "_response_templates", False):
+        return (f"SGLang's chat server method {_RENDERER} is not wrapped (register() has not run, or this release "
+                f"has no {_RENDERER}(request, ...)): the plugin cannot learn the prompt")
+    return ""
+
+
+def _server_unfit(rendering: _Rendering) -> str:
+    """Why this server's settings rule out the constraint ("" when none does)."""
+    serving = rendering.serving
+    reasoning = getattr(serving, "reasoning_parser", None)
+    if reasoning and reasoning != NAME:
+        return (f"the server's reasoning parser is {reasoning!r}, not {NAME} (SGLang would apply the constraint "
+                "only after that parser's reasoning end; use both parsers of this package)")
+    config_value = getattr(getattr(serving, "tokenizer_manager", None), "config_value", None)
+    backend = None
+    if callable(config_value):
+        try:
+            backend = config_value("grammar_backend")
+        except Exception:  # a release without that setting: SGLang's default backend is xgrammar
+            backend = None
+    if backend not in (None, "xgrammar"):
+        return f"the server's grammar backend is {backend!r}; the constraint is an xgrammar structural tag"
+    request = rendering.request
+    response_format = getattr(request, "response_format", None)
+    if getattr(response_format, "type", "text") not in (None, "text") or getattr(request, "regex", None) or \
+            getattr(request, "ebnf", None):
+        return "the request already constrains the output (response_format, regex or ebnf)"
+    return ""
+
+
+def _asked(tool_choice: Any, tools: Any, parallel_tool_calls: Any) -> str:
+    choice = tool_choice_dict(tool_choice)
+    if isinstance(choice, dict):
+        return f'tool_choice=function "{choice["function"]["name"]}"'
+    if choice == "required":
+        return 'tool_choice="required"'
+    strict = strict_tool(tools)
+    return f"strict tool {strict!r}" if strict is not None else "parallel_tool_calls=false"
+
+
+def _not_constrained(asked: str, why: str, forced: bool) -> None:
+    """A constraint that cannot be applied: a forced call falls back to SGLang's JSON form (said once per reason),
+    the rest is refused."""
+    if not forced:
+        raise ValueError(f"{asked} with --tool-call-parser {NAME}: {why}")
+    if why not in _fallbacks_logged:
+        _fallbacks_logged.add(why)
+        logger().warning("%s: %s is constrained to SGLang's JSON form of calls, not the model's own format: %s",
+                         NAME, asked, why)
+
+
+def _kept(original: Any, dumped: Any) -> bool:
+    """Whether `dumped` holds everything of `original` (it may add defaults)."""
+    if isinstance(original, dict):
+        return isinstance(dumped, dict) and all(k in dumped and _kept(v, dumped[k]) for k, v in original.items())
+    if isinstance(original, list):
+        return isinstance(dumped, list) and len(original) == len(dumped) and all(map(_kept, original, dumped))
+    return original == dumped
+
+
+def _structural_tag(tag_json: str) -> Any:
+    """The tag as SGLang carries it (xgrammar's `StructuralTag`), checked to keep every field: SGLang serializes
+    that model again for its engine, and a field the installed xgrammar does not know would be dropped silently."""
+    import json
+
+    import xgrammar
+
+    from ..core.errors import GrammarError
+
+    tag = json.loads(tag_json)
+    try:
+        model = xgrammar.StructuralTag.model_validate(tag)
+    except Exception as error:  # pydantic's ValidationError: a format this xgrammar does not know
+        raise GrammarError(f"the installed xgrammar {_xgrammar_release()} does not take the constraint: "
+                           f"{str(error).splitlines()[0]}") from None
+    if not _kept(tag, model.model_dump(by_alias=True)):
+        raise GrammarError(f"the installed xgrammar {_xgrammar_release()} drops fields of the constraint")
+    return model
+
+
+def _placeholder() -> Any:
+    import xgrammar
+
+    return xgrammar.StructuralTag.model_validate({"type": "structural_tag",
+                                                 "format": {"type": "const_string", "value": ""}})
+
+
+def _rendered_prompt(serving: Any, result: Any) -> str:
+    """The prompt text as SGLang gives it to parsers: the rendered text, else its token ids decoded with special
+    tokens kept."""
+    prompt = getattr(result, "prompt", None)
+    if isinstance(prompt, str) and prompt:
+        return prompt
+    ids = getattr(result, "prompt_ids", None)
+    if isinstance(ids, str):
+        return ids
+    tokenizer = getattr(getattr(serving, "tokenizer_manager", None), "tokenizer", None)
+    if not ids or tokenizer is None:
+        return ""
+    try:
+        return tokenizer.decode(list(ids), skip_special_tokens=False, spaces_between_special_tokens=False)
+    except TypeError:
+        return decode(tokenizer, list(ids))
+
+
+def _settle(rendering: _Rendering, result: Any) -> None:
+    """Replace the detector's placeholder in `result` (SGLang's MessageProcessingResult) by the tag compiled for
+    the rendered prompt, or fall back / refuse when it cannot be compiled."""
+    from ..core.errors import GrammarError
+
+    constraint = getattr(result, "tool_call_constraint", None)
+    if not constraint or constraint[1] is not rendering.placeholder:
+        return  # SGLang dropped or replaced it
+    assert rendering.template is not None
+    forced = tool_choice_dict(rendering.tool_choice) != "auto"
+    try:
+        tag_json = tool_constraint(rendering.template, rendering.tools,
+                                   prompt=_rendered_prompt(rendering.serving, result),
+                                   tool_choice=rendering.tool_choice,
+                                   parallel_tool_calls=rendering.parallel_tool_calls, after_reasoning=False)
+        result.tool_call_constraint = ("structural_tag", _structural_tag(tag_json))
+    except GrammarError as error:
+        _not_constrained(_asked(rendering.tool_choice, rendering.tools, rendering.parallel_tool_calls),
+                         f"the model's tool calls cannot be constrained: {error}", forced)
+        from sglang.srt.function_call.utils import get_json_schema_constraint
+
+        # what SGLang sets for a forced call when the detector gives no tag
+        result.tool_call_constraint = ("json_schema", get_json_schema_constraint(
+            rendering.tools, rendering.tool_choice, parallel_tool_calls=rendering.parallel_tool_calls))
+        result.template_tool_call_grammar = False
+        result.message_start_tool_call_constraint = None
+
+
+def _rendering_wrapper(original: Any) -> Any:
+    @functools.wraps(original)
+    def wrapper(self, request, *args, **kwargs):
+        rendering = _Rendering(serving=self, request=request)
+        token = _rendering.set(rendering)
+        try:
+            result = original(self, request, *args, **kwargs)
+        finally:
+            _rendering.reset(token)
+        if rendering.placeholder is not None:
+            _settle(rendering, result)
+        return result
+
+    wrapper._response_templates = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _wrap_rendering() -> str:
+    """Wrap the chat server's `_process_messages` (once) so the tool-call constraint is compiled for the rendered
+    prompt. Returns why it could not ("" when done)."""
+    try:
+        serving = _serving_class()
+    except Exception as error:
+        return (f"SGLang's chat server cannot be imported ({type(error).__name__}: {error}): forced tool calls "
+                "are constrained to SGLang's JSON form")
+    original = vars(serving).get(_RENDERER)
+    if original is None or "request" not in _parameters(original):
+        return (f"SGLang's chat server has no {_RENDERER}(request, ...): forced tool calls are constrained to "
+                "SGLang's JSON form, strict tools and parallel_tool_calls=false are refused")
+    if not getattr(original, "_response_templates", False):
+        setattr(serving, _RENDERER, _rendering_wrapper(original))
+    return ""
 
 
 @functools.lru_cache(maxsize=None)
@@ -346,6 +600,7 @@ def _classes() -> dict[str, type]:
             self._tools = tool_dicts(tools)
             self._stream: ReplyStream | None = None
             self._last: tuple | None = None  # the last whole parse: (text, cut, tools), reply
+            self._constrained = bool(constrained)
             # What SGLang's chat server reads of a response-template tool detector.
             self.tool_close_literals: list[str] = []
             self.incomplete_tool_call_indices: set[int] = set()
@@ -395,10 +650,12 @@ def _classes() -> dict[str, type]:
             return False
 
         def parses_required_natively(self) -> bool:
-            return False
+            # SGLang passes constrained=True when the request's constraint was our tag: a forced call is then in
+            # the model's own format; otherwise it is in SGLang's JSON form, which SGLang parses itself.
+            return self._constrained
 
         def get_required_tool_parser(self, tool_choice):
-            return None  # SGLang constrains a forced call to its JSON form and parses that itself
+            return None
 
         def get_structural_tag(self, *args, **kwargs):
             return None
@@ -408,17 +665,32 @@ def _classes() -> dict[str, type]:
 
         def validate_structure_constraint_request(self, tool_choice, parallel_tool_calls, strict_requested, *,
                                                   tools, thinking_mode=False):
-            if tool_choice != "auto":
-                return None  # a forced call: SGLang constrains it to its JSON form and parses that itself
-            strict = strict_tool(tools) if strict_requested else None
-            if strict_requested:
-                raise ValueError(
-                    f"strict tools are not supported with --tool-call-parser {NAME}"
-                    + (f" (tool {strict!r} has strict=true)" if strict else "")
-                    + ": the model writes tool calls in its own format and no grammar makes its arguments follow "
-                    "the schema, so strict cannot be guaranteed; leave strict out or false"
-                )
-            return None
+            """SGLang's question, while it renders a request: the constraint for its tool calls, or None for none
+            (a forced call then gets SGLang's JSON form). Our answer is a placeholder that `register`'s wrapper of
+            `_process_messages` replaces with the tag for the rendered prompt; raises (HTTP 400) for strict tools
+            or parallel_tool_calls=false under "auto" when the constraint cannot be applied."""
+            choice = tool_choice_dict(tool_choice)
+            if choice == "none" or not tool_dicts(tools):
+                return None
+            # `tools` are SGLang's structural-tag tools: strict where SGLANG_TOOL_STRICT_LEVEL says so
+            if choice == "auto" and not strict_requested and strict_tool(tools) is None and \
+                    parallel_tool_calls is not False:
+                return None
+            rendering = _rendering.get()
+            why = _xgrammar_unfit()
+            if not why and rendering is None:  # not asked from the wrapped _process_messages
+                why = (f"the prompt is not known: SGLang's chat server method {_RENDERER}, which register() wraps to "
+                       "read it, did not handle this request")
+            why = why or _server_unfit(rendering)
+            if why:
+                _not_constrained(_asked(tool_choice, tools, parallel_tool_calls), why, forced=choice != "auto")
+                return None
+            assert rendering is not None
+            rendering.placeholder = _placeholder()
+            rendering.template = self.response_template
+            rendering.tools, rendering.tool_choice = tools, tool_choice
+            rendering.parallel_tool_calls = parallel_tool_calls
+            return rendering.placeholder
 
         def structure_info(self):
             raise NotImplementedError(f"{NAME}: no structural tag for templates of this package")
