@@ -610,7 +610,7 @@ def test_an_old_xgrammar_gets_no_constraint_in_the_model_format(monkeypatch, cap
 
     from sglang.srt.function_call.function_call_parser import FunctionCallParser
 
-    monkeypatch.setattr(sglang_plugin, "_xgrammar_release", lambda: "0.2.7")
+    monkeypatch.setattr(sglang_plugin, "xgrammar_release", lambda: "0.2.7")
     assert sglang_plugin.constraint_unavailable().startswith("xgrammar 0.2.7 is installed; the constraint needs "
                                                              "xgrammar>=0.2.9")
     with caplog.at_level(logging.WARNING, logger="response_templates.serving"):

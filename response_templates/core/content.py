@@ -312,11 +312,8 @@ def read_nested_elements(text: str, prefix: str, item_tag: str) -> dict | None:
         return None
 
 
-_LAYOUT = " \t\r\n"
-
-
 def _skip_layout(text: str, at: int) -> int:
-    while at < len(text) and text[at] in _LAYOUT:
+    while at < len(text) and text[at] in _SPACE_CHARS:
         at += 1
     return at
 
@@ -357,14 +354,19 @@ def _as_mapping(children: list, item_tag: str) -> dict:
     mapping: dict[str, Any] = {}
     repeated: set[str] = set()
     for tag, value in children:
-        if tag not in mapping:
-            mapping[tag] = value
-            continue
-        if tag not in repeated:
-            mapping[tag] = [mapping[tag]]
-            repeated.add(tag)
-        mapping[tag].append(value)
+        _gather(mapping, repeated, tag, value)
     return mapping
+
+
+def _gather(mapping: dict, repeated: set, key: str, value: Any) -> None:
+    """`value` under `key`; a key met again gathers its values in a list (`repeated` holds the keys that have one)."""
+    if key not in mapping:
+        mapping[key] = value
+        return
+    if key not in repeated:
+        mapping[key] = [mapping[key]]
+        repeated.add(key)
+    mapping[key].append(value)
 
 
 def parse_xml_inline(text: str, args: dict) -> dict:
@@ -411,11 +413,8 @@ def parse_xml_inline(text: str, args: dict) -> dict:
                 raise ValueError(f"xml-inline: value_parser_by names the group {by_group!r}, which tag_pattern {pattern!r} lacks")
             parser = by_parsers.get(match.group(by_number), value_parser)
         value = _value_with("" if value_number is None else match.group(value_number), parser)
-        if merge and key in result:
-            if key not in listed:
-                result[key] = [result[key]]
-                listed.add(key)
-            result[key].append(value)
+        if merge:
+            _gather(result, listed, key, value)
         else:
             result[key] = value
     return result

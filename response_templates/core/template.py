@@ -589,10 +589,9 @@ def _check_nested_elements(spec: dict, where: str) -> None:
     unknown = sorted(set(spec) - {"prefix", "item_tag"})
     if unknown:
         raise TemplateError(f"{where} has unknown keys {unknown}; allowed: ['item_tag', 'prefix']")
-    for key in ("prefix", "item_tag"):
-        value = spec.get(key, "item")  # only item_tag has a default
-        if key == "prefix" and key not in spec:
-            raise TemplateError(f"{where}.prefix is required: the text written before every tag (a namespace token)")
+    if "prefix" not in spec:
+        raise TemplateError(f"{where}.prefix is required: the text written before every tag (a namespace token)")
+    for key, value in spec.items():
         # a leaf's text ends at the next prefix, so an empty one would end every value at once
         if not isinstance(value, str) or not value:
             raise TemplateError(f"{where}.{key} must be a non-empty string, got {excerpt(value)}")

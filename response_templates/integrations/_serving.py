@@ -203,14 +203,18 @@ def xgrammar_refuses(tag_json: str) -> str:
     try:
         xgrammar.Grammar.from_structural_tag(tag_json)
     except Exception as error:
-        from importlib import metadata
-
-        try:
-            release = metadata.version("xgrammar")
-        except metadata.PackageNotFoundError:
-            release = "(unknown release)"
-        return f"the installed xgrammar {release} cannot compile the constraint: {error}"
+        return f"the installed xgrammar {xgrammar_release() or '(unknown release)'} cannot compile the constraint: {error}"
     return ""
+
+
+def xgrammar_release() -> str | None:
+    """The installed xgrammar's release, or None when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("xgrammar")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def reasoning_closed(template: dict, tokenizer: Any, input_ids: Sequence[int]) -> bool:

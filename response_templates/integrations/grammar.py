@@ -881,6 +881,12 @@ def _literal_text(pieces: list) -> str | None:
     return None if any(p.kind == "group" for p in pieces) else "".join(p.text for p in pieces if p.kind == "lit")
 
 
+def _calls_read(message: Any) -> list:
+    """The (name, arguments) of each call a parsed message holds (none for no message)."""
+    return [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
+            for call in (message or {}).get("tool_calls") or []]
+
+
 def _drops_bare_text(template: CompiledTemplate, prefix: str, before: str = "") -> bool:
     """Text written outside any region (after `before`) is dropped, not content (gpt-oss's harmony: every message
     opens with its channel)."""
@@ -1004,8 +1010,7 @@ def _messages(plan: _Plan) -> tuple:
 
     def reads(text: str, calls: list) -> bool:
         message = _probe(plan.template, lead + text, plan.prefix, tools)
-        got = [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
-               for call in (message or {}).get("tool_calls") or []]
+        got = _calls_read(message)
         return message is not None and message.get("content") == "Answer." and got == calls and not (
             message.get("reasoning_content") and not lead)
 
@@ -1052,8 +1057,7 @@ def _wrappers(plan: _Plan) -> list:
         message = _probe(plan.template, lead + text, plan.prefix, tools)
         if message is None or message.get("reasoning_content") and not lead:
             return None
-        got = [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
-               for call in message.get("tool_calls") or []]
+        got = _calls_read(message)
         return got, message.get("content") or ""
 
     wanted = [(first.tool, samples[first.tool]), (second.tool, samples[second.tool])]
@@ -1147,8 +1151,7 @@ def _self_check(plan: _Plan) -> None:
     if plan.lead is not None:  # the header every message starts with separates calls too (`<|start|>assistant`)
         joined = _probe(plan.template, lead + one + plan.lead.sample + second.write(samples[second.tool]),
                         plan.prefix, _as_tools(plan.tools))
-        if [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
-                for call in (joined or {}).get("tool_calls") or []] == [
+        if _calls_read(joined) == [
                 (first.tool, samples[first.tool]), (second.tool, samples[second.tool])]:
             plan.separator = plan.lead.sample
     two = one + plan.separator + second.write(samples[second.tool])
@@ -1188,8 +1191,7 @@ def _self_check(plan: _Plan) -> None:
                                          ("", plan.separator + one, [form.tool, first.tool]),
                                          ("", " Done.", [form.tool])):
                 message = _probe(plan.template, lead + before + text + after, plan.prefix, _as_tools(plan.tools))
-                read = [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
-                        for call in (message or {}).get("tool_calls") or []]
+                read = _calls_read(message)
                 if read != [(name, samples[name]) for name in names] and not (
                         after == " Done." and "calls end the answer: no text after them" in plan.notes):
                     form.elements[:] = [kept for kept in form.elements if kept is not element]

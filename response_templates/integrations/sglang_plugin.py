@@ -69,6 +69,7 @@ from ._serving import (
     tool_choice_dict,
     tool_constraint,
     tool_dicts,
+    xgrammar_release,
 )
 
 __all__ = ["MALFORMED_ENV", "NAME", "constraint_unavailable", "host_unavailable", "register",
@@ -288,17 +289,8 @@ def _release(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def _xgrammar_release() -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version("xgrammar")
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def _xgrammar_unfit() -> str:
-    release = _xgrammar_release()
+    release = xgrammar_release()
     if release is None:
         return "xgrammar is not installed"
     if _release(release) < XGRAMMAR_NEEDED:
@@ -391,10 +383,10 @@ def _structural_tag(tag_json: str) -> Any:
     try:
         model = xgrammar.StructuralTag.model_validate(tag)
     except Exception as error:  # pydantic's ValidationError: a format this xgrammar does not know
-        raise GrammarError(f"the installed xgrammar {_xgrammar_release()} does not take the constraint: "
+        raise GrammarError(f"the installed xgrammar {xgrammar_release()} does not take the constraint: "
                            f"{str(error).splitlines()[0]}") from None
     if not _kept(tag, model.model_dump(by_alias=True)):
-        raise GrammarError(f"the installed xgrammar {_xgrammar_release()} drops fields of the constraint")
+        raise GrammarError(f"the installed xgrammar {xgrammar_release()} drops fields of the constraint")
     return model
 
 
