@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import response_templates as rt
-from response_templates.integrations import grammar
+from response_templates.integrations.grammar import patterns, planning
 from response_templates.integrations.grammar import GrammarError, structural_tag
 
 xgr = pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install response-templates[grammar])")
@@ -135,7 +135,7 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                 # refusing is allowed (never a wrong grammar); the template itself compiles without a prompt
                 assert prefix, f"{name} compiles for tool_choice='auto' but not for {choice!r}"
                 continue
-            sections = [opener for opener, _ in grammar._plan(name, TOOLS, prefix).wrappers]
+            sections = [opener for opener, _ in planning._plan(name, TOOLS, prefix).wrappers]
             walker = Walker(grammar_markers(tag, set()))
             compiled = walker.compiler.compile_structural_tag(json.dumps(tag))
             for _ in range(WALKS):
@@ -222,8 +222,8 @@ def end_of_turn(name, output, prefix="", tools=None):
 
     # a call's own end is written by the grammar, whatever the parser reads after it (gpt-oss drops any text
     # outside its messages, so "Trailing text." reads as nothing after every marker there)
-    call_ends = {form.end for form in grammar._plan(name, tools, prefix).calls.values()} if tools else set()
-    ends = [marker for marker in grammar._markers(template)
+    call_ends = {form.end for form in planning._plan(name, tools, prefix).calls.values()} if tools else set()
+    ends = [marker for marker in patterns._markers(template)
             if marker not in call_ends and parsed("Hello." + marker + " Trailing text.") == parsed("Hello.")]
     whole = parsed(output)
     for start in sorted(match.start() for marker in ends for match in re.finditer(re.escape(marker), output)):
@@ -239,11 +239,11 @@ def test_the_canonical_calls_are_admitted_in_every_mode(name):
     compiler = xgr.GrammarCompiler(info)
     for prefix in prefixes(name):
         try:
-            plan = grammar._plan(name, TOOLS, prefix)
+            plan = planning._plan(name, TOOLS, prefix)
         except GrammarError:
             assert prefix
             continue
-        lead = grammar._reasoning_text(plan) if plan.reasoning_open is not None else ""
+        lead = planning._reasoning_text(plan) if plan.reasoning_open is not None else ""
         weather = plan.calls["get_weather"].write({"city": "Paris", "days": 3})
         search = plan.calls["search_web"].write({"query": "bakeries", "safe": True})
         cases = [("required", True, lead + weather), ("required", True, lead + weather + plan.separator + search),
@@ -300,7 +300,7 @@ def test_an_optional_part_the_parser_reads_otherwise_is_not_admitted():
 
 
 def test_dsml_string_parameters_are_written_raw_and_others_as_json():
-    form = grammar._plan("deepseek_v4", WEATHER, "").calls["get_weather"]
+    form = planning._plan("deepseek_v4", WEATHER, "").calls["get_weather"]
     text = form.write({"city": "Paris", "days": 2})
     assert 'name="city" string="true">Paris<' in text and 'name="days" string="false">2<' in text
     assert rt.parse_response(text, "deepseek_v4", prefix="", tools=WEATHER)["tool_calls"][0]["function"][

@@ -1,0 +1,99 @@
+"""The structural tag for each tool_choice mode, built from a plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core.errors import GrammarError
+from .formats import _const, _free_text, _ws
+from .planning import _overlaps, _Plan
+
+
+def _tags(plan: _Plan, names: list) -> list:
+    """One tag per distinct begin (tools whose calls open alike share a tag whose content picks the tool)."""
+    by_begin: dict = {}
+    for name in names:
+        form = plan.calls[name]
+        by_begin.setdefault((form.begin, form.end), []).append({"type": "sequence", "elements": form.elements or [_const("")]})
+    tags = []
+    for (begin, end), contents in by_begin.items():
+        content = contents[0] if len(contents) == 1 else {"type": "or", "elements": contents}
+        tags.append({"type": "tag", "begin": begin, "content": content, "end": end})
+    return tags
+
+
+def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
+    """Markers kept out of free text. Free text also spells the start of a call's opener before the grammar knows a
+    call began, so markers that overlap an opener are left out (the opener itself is the call)."""
+    begins = ([form.begin for form in plan.calls.values()] + [opener for opener, _ in plan.wrappers]
+              + [trigger for _, _, trigger in plan.messages])
+    found = [marker for marker in plan.markers if not any(_overlaps(marker, begin) for begin in begins)]
+    return found + [text for text in [*extra, *plan.plain_starts] if text not in found]
+
+
+def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
+    elements: list = []
+    after = [{"type": "regex", "pattern": plan.lead.text}] if plan.lead is not None else []
+    if plan.reasoning_open is not None:
+        inner = [m for m in plan.markers if m != plan.reasoning_open] + plan.triggers
+        elements.append({"type": "tag", "begin": "", "content": _free_text(inner), "end": plan.reasoning_open})
+        elements.extend(after)
+    elif plan.reasoning_tag is not None:
+        inner = [m for m in plan.markers if m not in plan.reasoning_tag] + plan.triggers
+        elements.append(_ws(0))  # layout before the block (GLM-4.5 writes "\n<think>")
+        block = {"type": "tag", "begin": plan.reasoning_tag[0], "content": _free_text(inner), "end": plan.reasoning_tag[1]}
+        elements.append({"type": "optional", "content": {"type": "sequence", "elements": [block, *after]}
+                         if after else block})
+    names = list(plan.calls)
+    if isinstance(tool_choice, dict):
+        names = [tool_choice["function"]["name"]]
+    # the answer as a message, where text outside messages is dropped (gpt-oss's final channel)
+    messages = [{"type": "tag", "begin": opener, "end": ends if len(ends) > 1 else ends[0],
+                 "content": _free_text([m for m in plan.markers if m not in ends])} for opener, ends, _ in plan.messages]
+    message_triggers = [trigger for _, _, trigger in plan.messages]
+    if tool_choice == "none" or not names:
+        if messages:
+            elements.append({"type": "triggered_tags", "triggers": message_triggers, "tags": messages,
+                             "at_least_one": False, "stop_after_first": False,
+                             "excludes": _excludes(plan, plan.triggers)})
+        else:
+            elements.append(_free_text(_excludes(plan, plan.triggers)))
+    elif tool_choice == "auto":
+        if "calls end the answer: no text after them" in plan.notes:
+            raise GrammarError("this template reads text written after a call as part of the call: "
+                               'tool_choice="auto" cannot leave the text after calls free')
+        tags = _tags(plan, names)
+        for opener, closer in plan.wrappers:
+            group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": _tags(plan, names)}]}
+            if parallel:
+                group = {"type": "plus", "content": group}
+            tags.append({"type": "tag", "begin": opener, "end": closer,
+                         "content": {"type": "sequence", "elements": [group, _ws(0)]}})
+        # a section opener that starts with a call's trigger is reached through that trigger (xgrammar wants each
+        # tag under one trigger)
+        triggers = plan.triggers + [opener for opener, _ in plan.wrappers
+                                    if not any(opener.startswith(trigger) for trigger in plan.triggers)]
+        tags += messages
+        triggers += message_triggers
+        elements.append({"type": "triggered_tags", "triggers": triggers, "tags": tags,
+                         "at_least_one": False, "stop_after_first": not parallel, "excludes": _excludes(plan)})
+    else:
+        elements.append(_ws(0))
+        elements.append({"type": "tags_with_separator", "tags": _tags(plan, names), "separator": plan.separator,
+                         "at_least_one": True, "stop_after_first": not parallel})
+    fmt = elements[0] if len(elements) == 1 else {"type": "sequence", "elements": elements}
+    _exclude_triggers(fmt, plan.triggers)
+    return {"type": "structural_tag", "format": fmt}
+
+
+def _exclude_triggers(node: Any, triggers: list) -> None:
+    """Argument strings and tag contents must not hold a call opener either: the text would count one more call
+    to a reader (and to some parsers) than the grammar opened."""
+    if isinstance(node, dict):
+        if node.get("type") in ("json_schema", "any_text"):
+            node["excludes"] = node.get("excludes", []) + [t for t in triggers if t not in node.get("excludes", [])]
+        for value in node.values():
+            _exclude_triggers(value, triggers)
+    elif isinstance(node, list):
+        for item in node:
+            _exclude_triggers(item, triggers)

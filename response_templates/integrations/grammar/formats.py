@@ -1,0 +1,422 @@
+"""Structural-tag formats, and how each tool's call is written in the template's syntax: its opener, its body
+(JSON or xml-inline parameters, following the tool's schema) and its closer."""
+
+from __future__ import annotations
+
+import json
+import re as _re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.errors import GrammarError
+from .patterns import (
+    _MARKER_CHARS,
+    _WS_MAX,
+    _Dead,
+    _delimiter_spec,
+    _merge,
+    _parse_pattern,
+    _Piece,
+    _skeleton,
+    _skeletons,
+    _walk,
+)
+
+
+@dataclass
+class _CallForm:
+    """How one tool's call is written: `begin` (literal), then `elements` (structural-tag formats), then `end`."""
+
+    tool: str
+    begin: str
+    elements: list
+    end: str
+    write: Callable[[dict], str]  # the canonical text of a call with these arguments
+    # the optional parts the grammar allows (their element in `elements`) and how a call is written with each
+    optional: list = field(default_factory=list)
+
+
+def _const(text: str) -> dict:
+    return {"type": "const_string", "value": text}
+
+
+def _ws(size: int, chars: str = " \t\r\n", most: int = -1) -> dict:
+    escaped = chars.replace("\t", "\\t").replace("\r", "\\r").replace("\n", "\\n")
+    upper = _WS_MAX if most < 0 else min(most, _WS_MAX)
+    return {"type": "regex", "pattern": f"[{escaped}]{{{size},{max(size, upper)}}}"}
+
+
+def _free_text(excludes: list) -> dict:
+    return {"type": "any_text", "excludes": list(excludes)}
+
+
+def _split(pieces: list, name: str | None, include: Any = None, elements: dict | None = None) -> tuple:
+    """Pieces -> (leading literal text, the rest as formats, the canonical text). A `name` group reads `name`.
+    The canonical text leaves optional parts out, but for the piece `include` (written with its sample);
+    `elements`, when given, maps each optional piece's id to its format."""
+    lead, formats, text = "", [], ""
+    leading = True
+    for piece in pieces:
+        if piece.kind == "group":
+            if piece.text != "name" or name is None:
+                raise _Dead(f"has a group {piece.text!r} the compiler cannot fill")
+            piece = _Piece("lit", name)
+        if piece.kind == "lit":
+            text += piece.text
+            if leading:
+                lead += piece.text
+            else:
+                formats.append(_const(piece.text))
+        elif piece.kind == "opt":  # allowed by the grammar, left out of the canonical text
+            leading = False
+            formats.append({"type": "regex", "pattern": piece.text})
+            if elements is not None:
+                elements[id(piece)] = formats[-1]
+            if piece is include:
+                text += piece.sample
+        else:
+            leading = False
+            formats.append(_ws(piece.size, piece.text, piece.most))
+            text += _space(piece.text) * piece.size
+    return lead, formats, text
+
+
+def _space(chars: str) -> str:
+    """The whitespace character written where a pattern requires some: a space when it may, else a newline."""
+    return " " if " " in chars else "\n" if "\n" in chars else chars[0]
+
+
+def _strip_ws(pieces: list, leading: bool) -> list:
+    pieces = list(pieces)
+    # optional whitespace, and optional parts, at the edge: the tag's begin and end are literal text
+    while pieces and (pieces[0 if leading else -1].kind == "opt"
+                      or pieces[0 if leading else -1].kind == "ws" and pieces[0 if leading else -1].size == 0):
+        pieces.pop(0 if leading else -1)
+    # an optional part inside the literal text at that edge (Hunyuan's `<tool_call(?::opensource)?>`) is left out,
+    # so that the begin or end stays the whole literal, written as the canonical spelling
+    order = pieces if leading else pieces[::-1]
+    kept: list = []
+    at = 0
+    while at < len(order):
+        if order[at].kind == "lit":
+            kept.append(order[at])
+        elif not (order[at].kind == "opt" and kept and at + 1 < len(order) and order[at + 1].kind == "lit"):
+            break
+        at += 1
+    kept += order[at:]
+    return _merge(kept if leading else kept[::-1])
+
+
+def _sample(schema: Any, depth: int = 0) -> Any:
+    """A value valid for a (simple) JSON schema, for the compiler's self-check."""
+    if not isinstance(schema, dict):
+        return "x"
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return _sample(schema[key][0], depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = kind[0] if kind else None
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties") or {}
+        return {key: _sample(value, depth + 1) for key, value in properties.items()} if depth < 4 else {}
+    if kind == "array":
+        return [_sample(schema.get("items"), depth + 1)] if depth < 4 else []
+    simple: dict = {"integer": 3, "number": 2.5, "boolean": True, "null": None}
+    return simple.get(kind, "Paris, 'FR' \"x\"") if isinstance(kind, str) else "Paris, 'FR' \"x\""
+
+
+def _tool_list(tools: Any) -> list:
+    """[(name, parameters schema)] from OpenAI-style or bare function schemas."""
+    out = []
+    for index, tool in enumerate(tools or []):
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise GrammarError(f"tools[{index}] is not a function schema with a name")
+        parameters = function.get("parameters")
+        if not isinstance(parameters, dict):
+            parameters = {"type": "object", "properties": {}}
+        out.append((function["name"], parameters))
+    return out
+
+
+# JSON numbers past a float's range (`7e639`) read as infinity, which no parser keeps as a number: numbers get
+# bounds (xgrammar then writes them without an exponent) unless the schema sets its own.
+_NUMBER_BOUND = 1e300
+
+
+def _finite_numbers(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_finite_numbers(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _finite_numbers(value) for key, value in schema.items()}
+    kind = schema.get("type")
+    if kind == "number" or (isinstance(kind, list) and "number" in kind):
+        if "minimum" not in out and "exclusiveMinimum" not in out:
+            out["minimum"] = -_NUMBER_BOUND
+        if "maximum" not in out and "exclusiveMaximum" not in out:
+            out["maximum"] = _NUMBER_BOUND
+    return out
+
+
+def _json_body(schema: dict, args: dict, markers: list) -> tuple:
+    """JSON content: the format, and (style) how a value is written."""
+    style = "json"
+    unquoted = bool(args.get("unquoted_keys"))
+    delims = args.get("string_delims")
+    if unquoted or delims:
+        if unquoted and delims and [list(pair) for pair in delims] == [['<|"|>', '<|"|>']]:
+            style = "gemma"
+        else:
+            raise _Dead("JSON with string_delims/unquoted_keys other than Gemma 4's (<|\"|>) is not supported yet")
+    body = {"type": "json_schema", "json_schema": _finite_numbers(schema), "style": style, "excludes": list(markers),
+            "max_whitespace_cnt": _WS_MAX}
+    return body, style
+
+
+def _write_json(value: Any, style: str) -> str:
+    if style == "json":
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):  # gemma: unquoted keys, <|"|> strings
+        return "{" + ",".join(f"{key}:{_write_json(item, style)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_write_json(item, style) for item in value) + "]"
+    if isinstance(value, str):
+        return f'<|"|>{value}<|"|>'
+    return json.dumps(value)
+
+
+def _group_required(pattern: str, group: str) -> bool:
+    """Whether every canonical writing passes through the named group (it is not inside an optional part)."""
+    parsed, names = _parse_pattern(pattern)
+    out: list = []
+    renamed = {number: ("value" if name == group else "_other") for number, name in names.items()}
+    try:
+        _walk(list(parsed), renamed, out)
+    except _Dead:
+        return True
+    return any(p.kind == "group" and p.text == "value" for p in out)
+
+
+def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
+    """xml-inline content: one tag per property, in the schema's order (optional ones may be left out)."""
+    pattern = args.get("tag_pattern")
+    if not pattern:
+        raise _Dead("xml-inline without tag_pattern")
+    if args.get("nested_elements"):
+        # the parser reads any value that looks like child elements as a dict or list: a grammar that writes string
+        # values as free text could not keep them strings, and nested tags per schema are not compiled
+        raise _Dead("xml-inline values read as nested child elements (nested_elements) are not supported")
+    parser = args.get("value_parser") or {"name": "text"}
+    if parser.get("name") not in ("text", "json") or (parser.get("args") or {}).get("string_delims"):
+        raise _Dead(f"xml-inline values read by {parser.get('name')!r} are not supported yet")
+    # a json value_parser reads every value as JSON: strings are written quoted
+    json_values = parser.get("name") == "json"
+
+    def skeleton(fill: dict | None = None) -> list:  # (optional parts of a tag are left out)
+        return [piece for piece in _skeleton("\0pattern:" + pattern, "tag_pattern", fill) if piece.kind != "opt"]
+
+    pieces = skeleton()
+    by = args.get("value_parser_by")
+    # a value parser picked by a group (DSML's string="true|false"): a string parameter is written with the value
+    # that picks the text parser (raw text), the others with the one that picks JSON, as the format's models do
+    picked: dict = {}
+    if by:
+        _, names = _parse_pattern(pattern)
+        group = by.get("group")
+        chosen = {(parser or {}).get("name"): value for value, parser in (by.get("parsers") or {}).items()}
+        if "text" in chosen and "json" in chosen and group in names.values():
+            picked = {"string": skeleton({group: chosen["text"]}), "other": skeleton({group: chosen["json"]})}
+        # else the canonical writing leaves the selecting group out (it is optional), so value_parser applies
+        elif any(p.kind == "group" and p.text == group for p in pieces) or group not in names.values():
+            raise _Dead(f"xml-inline values whose parser is picked by the group {group!r} are not supported yet")
+        elif _group_required(pattern, group):
+            raise _Dead(f"the group {group!r} that picks the value parser is not optional")
+
+    def layout(pieces: list) -> tuple:
+        """(tag opener: text before the key, text after it; the formats and text between the key and the value;
+        the tag's closer; the whitespace format allowed after a JSON value)"""
+        kinds = [piece.text for piece in pieces if piece.kind == "group"]
+        if kinds != ["key", "value"]:
+            raise _Dead(f"tag_pattern {pattern!r}: expected a key group then a value group, found {kinds}")
+        # optional whitespace before the key is left out; after it (`>\\n?` before the value, `\\n?</parameter>`
+        # after it) it is kept where the pattern allows it, as models write it there
+        at_key = next(i for i, p in enumerate(pieces) if p.kind == "group")
+        before = [_Piece("lit", _space(p.text) * p.size) if p.kind == "ws" else p
+                  for p in pieces[:at_key] if not (p.kind == "ws" and p.size == 0)]
+        at_value = next(i for i, p in enumerate(pieces) if p.kind == "group" and p.text == "value")
+        between, after = pieces[at_key + 1:at_value], pieces[at_value + 1:]
+        if any(p.kind != "lit" for p in before) or any(p.kind == "group" for p in between):
+            raise _Dead(f"tag_pattern {pattern!r}: the key must follow literal text")
+        lead, between_formats, between_text = _split(between, None) if between else ("", [], "")
+        ahead = [p for p in after if p.kind == "ws"][:1] if after and after[0].kind == "ws" else []
+        rest = after[len(ahead):]
+        if not rest or rest[0].kind != "lit":
+            raise _Dead(f"tag_pattern {pattern!r}: the value must end at literal text")
+        closer = ""
+        for piece in rest:  # the tag's end: its literal text, optional whitespace inside it left out
+            if piece.kind == "group":
+                break
+            closer += piece.text if piece.kind == "lit" else _space(piece.text) * piece.size
+        value_ws = [_ws(ahead[0].size, ahead[0].text, ahead[0].most)] if ahead else []
+        return ("".join(p.text for p in before), lead), between_formats, between_text, closer, value_ws
+
+    layouts = {kind: layout(kind_pieces) for kind, kind_pieces in picked.items()} or {"": layout(pieces)}
+
+    def is_string(schema: Any) -> bool:
+        return isinstance(schema, dict) and schema.get("type") == "string" and (not json_values or bool(picked))
+
+    def layout_of(schema: Any) -> tuple:
+        return layouts[""] if "" in layouts else layouts["string" if is_string(schema) else "other"]
+
+    properties = parameters.get("properties") or {}
+    required = set(parameters.get("required") or [])
+    elements: list = []
+    for key, schema in properties.items():
+        if not isinstance(key, str) or not key or any(char.isspace() or char in "<>\"=" for char in key):
+            raise _Dead(f"parameter name {key!r} cannot be written in a tag")
+        opener, between_formats, _, closer, value_ws = layout_of(schema)
+        value: dict
+        if is_string(schema) and schema.get("enum"):  # the value is one of the strings, written raw
+            value = {"type": "or", "elements": [_const(str(choice)) for choice in schema["enum"]]}
+        elif is_string(schema):
+            value = _free_text([m for m in markers if m != closer])
+        else:
+            value = {"type": "json_schema", "json_schema": _finite_numbers(schema), "excludes": list(markers),
+                     "max_whitespace_cnt": _WS_MAX}
+        # a raw string runs to the tag's end; JSON may be followed by the whitespace the pattern allows there
+        content = between_formats + [value] + ([] if is_string(schema) else value_ws)
+        content = content[0] if len(content) == 1 else {"type": "sequence", "elements": content}
+        tag = {"type": "tag", "begin": opener[0] + key + opener[1], "content": content, "end": closer}
+        item = {"type": "sequence", "elements": [_ws(0), tag]}
+        elements.append(item if key in required else {"type": "optional", "content": item})
+
+    def write(arguments: dict) -> str:
+        out = ""
+        for key, schema in properties.items():
+            if key not in arguments:
+                continue
+            opener, _, between_text, closer, _ = layout_of(schema)
+            value = arguments[key]
+            text = value if is_string(schema) else json.dumps(value, ensure_ascii=False)
+            out += opener[0] + key + opener[1] + between_text[len(opener[1]):] + text + closer
+        return out
+
+    return elements, write
+
+
+def _content_keys(function: Any) -> tuple | None:
+    """("name", "args") for a transform function {"name": "{content.name}", "arguments": "{content.args}"}."""
+    if not isinstance(function, dict) or set(function) != {"name", "arguments"}:
+        return None
+    found = []
+    for field_name in ("name", "arguments"):
+        value = function[field_name]
+        match = _re.fullmatch(r"\{content\.([A-Za-z_]\w*)\}", value) if isinstance(value, str) else None
+        if match is None:
+            return None
+        found.append(match.group(1))
+    return tuple(found) if found[0] != found[1] else None
+
+
+def _plain(text: str) -> bool:
+    """Text too plain to tell a call from prose: no marker character (it is also JSON syntax or a word)."""
+    return len(text) < 2 or not any(char in _MARKER_CHARS or ord(char) > 127 for char in text)
+
+
+def _leading_literal(pieces: list) -> str:
+    lead = ""
+    for piece in pieces:
+        if piece.kind != "lit":
+            break
+        lead += piece.text
+    return lead
+
+
+def _opener(field_spec: dict) -> tuple:
+    """(the writing of a call's opener the grammar uses, the plain starts of its other writings, the optional part
+    that writing starts with or None). The first writing is taken unless it starts with plain text and another
+    starts with a marker (gpt-oss: not the header's `to=functions.NAME<|channel|>commentary` but
+    `<|channel|>commentary to=functions.NAME`); the other writings' plain starts (`to=`) are kept out of free text,
+    where the parser would read them as a call."""
+    raw = _skeletons(_delimiter_spec(field_spec, "open", "open_pattern"), "open", spread=True)
+    writings = [_strip_ws(pieces, leading=True) for pieces in raw]
+    at = 0
+    if _plain(_leading_literal(writings[0])):
+        at = next((index for index, pieces in enumerate(writings) if not _plain(_leading_literal(pieces))), 0)
+    starts = [_leading_literal(pieces) for pieces in writings if _plain(_leading_literal(pieces))] if at else []
+    starts = [start for start in starts if start and not any(other in start and other != start for other in starts)]
+    # an optional literal the opener may start with (gpt-oss's `<|start|>assistant`, which begins every message)
+    lead = next((piece for piece in raw[at] if piece.kind != "ws"), None)
+    return writings[at], list(dict.fromkeys(starts)), lead if lead is not None and lead.kind == "opt" else None
+
+
+def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> _CallForm:
+    opener = _opener(field_spec)[0]
+    closer = _strip_ws(_skeleton(_delimiter_spec(field_spec, "close", "close_pattern"), "close"), leading=False)
+    has_name = any(p.kind == "group" and p.text == "name" for p in opener)
+    content = field_spec.get("content", "text")
+    transform = field_spec.get("transform")
+    if field_spec.get("transform_each"):
+        raise _Dead("a region holding a list of calls (transform_each) is not supported yet")
+    function = transform.get("function") if isinstance(transform, dict) else None
+    # the whole call as one JSON object: {"name": ..., "arguments": ...}, or other keys read by "{content.KEY}"
+    keys = ("name", "arguments") if function == "{content}" else _content_keys(function)
+    whole = keys is not None
+    if whole:
+        if has_name:
+            raise _Dead("the opener names the tool but the transform reads the name from the content")
+    elif function != {"name": "{name}", "arguments": "{content}"} or not has_name:
+        raise _Dead(f"transform {transform!r}: expected function '{{content}}' or {{name: '{{name}}', "
+                    "arguments: '{content}'}} with the name in the opener")
+    optional_elements: dict = {}
+    begin, open_formats, open_text = _split(opener, name, elements=optional_elements)
+    if not begin:
+        raise _Dead("the opener does not start with literal text")
+    # the closer's last literal is the tag's end; what comes before it belongs to the content
+    last = max(i for i, p in enumerate(closer) if p.kind == "lit")
+    leading_close, close_formats, close_text = _split(closer[:last], None, elements=optional_elements)
+    close_formats = ([_const(leading_close)] if leading_close else []) + close_formats
+    end = closer[last].text
+    trailing = closer[last + 1:]
+    if any(p.kind not in ("ws", "opt") for p in trailing):
+        raise _Dead("the closer ends with a group")
+    if content == "json":
+        args = field_spec.get("content_args") or {}
+        schema = parameters
+        if keys is not None:
+            schema = {"type": "object", "properties": {keys[0]: {"const": name}, keys[1]: parameters},
+                      "required": list(keys), "additionalProperties": False}
+        body, style = _json_body(schema, args, markers)
+        body_elements = [_ws(0), body, _ws(0)]
+
+        def write_body(arguments: dict) -> str:
+            value = {keys[0]: name, keys[1]: arguments} if keys else arguments
+            return _write_json(value, style)
+    elif content == "xml-inline":
+        if whole:
+            raise _Dead("xml-inline content with the name inside it")
+        body_elements, write_body = _xml_body(parameters, field_spec.get("content_args") or {}, markers)
+        body_elements = body_elements + [_ws(0)]
+    else:
+        raise _Dead(f"content {content!r} in a tool-call region is not supported yet")
+
+    def writer(opened: str, closed: str) -> Callable[[dict], str]:
+        return lambda arguments: begin + opened[len(begin):] + write_body(arguments) + closed + end
+
+    # a call written with each optional part, for the check that the parser reads it as the same call
+    optional = []
+    for piece in opener:
+        if piece.kind == "opt":
+            optional.append((optional_elements[id(piece)], writer(_split(opener, name, piece)[2], close_text)))
+    for piece in closer[:last]:
+        if piece.kind == "opt":
+            optional.append((optional_elements[id(piece)], writer(open_text, _split(closer[:last], None, piece)[2])))
+    return _CallForm(name, begin, open_formats + body_elements + close_formats, end, writer(open_text, close_text),
+                     optional)

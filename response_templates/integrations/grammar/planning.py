@@ -1,0 +1,382 @@
+"""What the compiler reads from a template and a prompt (the calls, the reasoning block, section wrappers, content
+messages), each found by parsing, and the check that calls written the canonical way parse back exactly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.errors import GrammarError
+from ...core.parse_whole import parse_response
+from ...core.template import CompiledTemplate, load_template
+from .formats import _call_form, _opener, _plain, _sample, _tool_list
+from .patterns import _Dead, _delimiter_spec, _markers, _Piece, _skeletons
+
+
+@dataclass
+class _Plan:
+    """What the compiler read from the template: enough to build any tool_choice mode."""
+
+    template: CompiledTemplate
+    prefix: str
+    tools: list
+    calls: dict  # tool name -> _CallForm
+    triggers: list
+    markers: list
+    reasoning_open: str | None  # the prompt left the reasoning open: the text that closes it
+    reasoning_tag: tuple | None  # (open, close) when the answer may start with a reasoning block
+    separator: str
+    notes: list = field(default_factory=list)
+    wrappers: list = field(default_factory=list)  # (open, close) markers a group of calls may be written between
+    # plain text that starts a call in another writing of the opener (gpt-oss's `to=`): kept out of free text
+    # (inside a message or an argument string it opens nothing: the message's markers are kept out of them)
+    plain_starts: list = field(default_factory=list)
+    # an optional part a call's opener starts with, in a format whose messages each open with a header (gpt-oss's
+    # `<|start|>assistant`): allowed after the reasoning block and written between calls, where the model writes it
+    lead: _Piece | None = None
+    # content messages opened by their own marker, in a format that drops text outside messages:
+    # (open, [closes], what free text writes to open one)
+    messages: list = field(default_factory=list)
+
+
+def _probe(template: CompiledTemplate, text: str, prefix: str, tools: list | None = None) -> dict | None:
+    try:
+        return parse_response(text, template, prefix=prefix, tools=tools)
+    except ValueError:  # a text the template cannot parse (TemplateError, TransformError...): the probe failed
+        return None
+
+
+def _literal_text(pieces: list) -> str | None:
+    return None if any(p.kind == "group" for p in pieces) else "".join(p.text for p in pieces if p.kind == "lit")
+
+
+def _calls_read(message: Any) -> list:
+    """The (name, arguments) of each call a parsed message holds (none for no message)."""
+    return [((call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
+            for call in (message or {}).get("tool_calls") or []]
+
+
+def _drops_bare_text(template: CompiledTemplate, prefix: str, before: str = "") -> bool:
+    """Text written outside any region (after `before`) is dropped, not content (gpt-oss's harmony: every message
+    opens with its channel)."""
+    message = _probe(template, before + "Answer.", prefix)
+    return message is not None and message == _probe(template, before, prefix)
+
+
+def _reasoning(template: CompiledTemplate, prefix: str, markers: list) -> tuple:
+    """(the text closing a reasoning block the prompt left open, or None; (open, close) of a reasoning block the
+    answer may start with, or None), each the first writing of the template's delimiters our parser reads so."""
+    spec = template.source.get("fields", {}).get("reasoning_content")
+    if not spec:
+        return None, None
+    try:
+        written = [_literal_text(p) for p in _skeletons(_delimiter_spec(spec, "close", "close_pattern"), "close")]
+    except _Dead:
+        return None, None
+    closes: list[str] = [text for text in written if text]
+    dropped = _drops_bare_text(template, "")  # the format's own way, whatever the prompt left open
+
+    def reads(text: str) -> bool:
+        message = _probe(template, text, prefix)
+        # where text outside the format's messages is dropped (harmony), the block must leave it dropped
+        return message is not None and message.get("reasoning_content") == "Thinking." and (
+            message.get("content") == "Answer." or dropped and not message.get("content"))
+
+    for close in closes:
+        if reads("Thinking." + close + "Answer."):
+            return close, None
+    try:
+        opens = [_literal_text(p) for p in _skeletons(_delimiter_spec(spec, "open", "open_pattern"), "open")]
+    except _Dead:
+        return None, None
+    for opener in opens:
+        for close in closes:
+            if opener and reads(opener + "Thinking." + close + "Answer."):
+                return None, (opener, close)
+    return None, None
+
+
+def _plan(template: Any, tools: Any, prefix: str) -> _Plan:
+    if isinstance(template, str):
+        from ...library import get_template
+
+        template = get_template(template)
+    compiled = load_template(template)
+    source = compiled.source
+    markers = _markers(source)
+    fields = source.get("fields", {})
+    reasoning_open, reasoning_tag = _reasoning(compiled, prefix, markers)
+    tool_list = _tool_list(tools)
+    calls: dict = {}
+    spec = fields.get("tool_calls")
+    if tool_list:
+        if spec is None:
+            raise GrammarError("the template has no tool_calls field: it cannot write a tool call")
+        for name, parameters in tool_list:
+            try:
+                calls[name] = _call_form(spec, name, parameters, markers)
+            except _Dead as dead:
+                raise GrammarError(f"tool_calls of this template cannot be compiled: {dead}") from None
+    triggers = []
+    for form in calls.values():
+        trigger = _trigger(form.begin, [other.begin for other in calls.values()])
+        if trigger not in triggers:
+            triggers.append(trigger)
+    for trigger in triggers:
+        if _plain(trigger):
+            raise GrammarError(f"the call opener {trigger!r} is too plain to tell a call from text (it is also "
+                               "JSON syntax or a word): free text could not be kept from opening calls")
+    plan = _Plan(compiled, prefix, tool_list, calls, triggers, markers, reasoning_open, reasoning_tag, "\n")
+    if calls:
+        _, plan.plain_starts, lead = _opener(spec)
+        # only where every message opens with its own header (text outside one is dropped): elsewhere an optional
+        # start of the opener is markup of calls (DeepSeek's section marker), not of messages
+        after_reasoning = "Let me think." + reasoning_open if reasoning_open is not None else ""
+        if lead is not None and _drops_bare_text(compiled, prefix, after_reasoning):
+            plan.lead = lead
+    if calls:
+        _self_check(plan)
+        plan.wrappers = _wrappers(plan)
+    if plan.plain_starts:
+        plan.notes.append(f"calls open with {triggers[0]!r}; the template's other spellings of a call, which start "
+                          f"with plain text ({', '.join(map(repr, plan.plain_starts))}), are not written and that "
+                          "text is kept out of free text")
+    plan.messages, like_calls = _messages(plan)
+    if plan.messages:
+        opener, ends, _ = plan.messages[0]
+        plan.notes.append(f"text outside messages is dropped: under \"auto\" and \"none\" the answer is a "
+                          f"{opener!r}...{' or '.join(map(repr, ends))} message")
+    if like_calls:
+        plan.notes.append(f"a message that opens like a call ({', '.join(map(repr, like_calls))}) cannot be written")
+    header = plan.separator if plan.separator != "\n" else plan.lead.sample if plan.lead is not None else None
+    places = (["after the reasoning block"] if plan.lead is not None and (
+        plan.reasoning_tag is not None or plan.reasoning_open is not None) else []) + (
+        ['between calls (not under "auto")'] if plan.separator != "\n" else [])
+    if header and places:
+        plan.notes.append(f"{header!r} is written only {' and '.join(places)}")
+    return plan
+
+
+def _messages(plan: _Plan) -> tuple:
+    """([(open, [closes], trigger)] of the content message a format writes where it drops text outside its messages
+    (gpt-oss's `<|channel|>final<|message|>`...`<|end|>` or `<|return|>`): free text there is lost, so the answer
+    must be written as such a message. Found by parsing: the message alone, before and after a call, reads as
+    content beside exactly the call. Second: the openers left out because they open like a call."""
+    spec = plan.template.source.get("fields", {}).get("content")
+    lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    if not spec or not _drops_bare_text(plan.template, plan.prefix, lead):
+        return [], []
+    try:
+        opens = [_literal_text(p) for p in _skeletons(_delimiter_spec(spec, "open", "open_pattern"), "open", spread=True)]
+        closes = [_literal_text(p) for p in _skeletons(_delimiter_spec(spec, "close", "close_pattern"), "close",
+                                                        spread=True)]
+    except _Dead:
+        return [], []
+    tools = _as_tools(plan.tools)
+    forms = list(plan.calls.values())
+    one = forms[0].write(_sample(dict(plan.tools)[forms[0].tool])) if forms else ""
+    wanted = [(forms[0].tool, _sample(dict(plan.tools)[forms[0].tool]))] if forms else []
+
+    def reads(text: str, calls: list) -> bool:
+        message = _probe(plan.template, lead + text, plan.prefix, tools)
+        got = _calls_read(message)
+        return message is not None and message.get("content") == "Answer." and got == calls and not (
+            message.get("reasoning_content") and not lead)
+
+    for opener in opens:
+        # a message that opens like a call (`<|channel|>commentary<|message|>`, a preamble) would be read as one
+        if not opener or _plain(opener) or any(_overlaps(opener, trigger) for trigger in plan.triggers):
+            continue
+        # text after the close is outside the message again (a citation marker inside the answer is no close)
+        ends = [close for close in closes if close and not _plain(close)
+                and reads(opener + "Answer." + close, []) and reads(opener + "Answer." + close + "More.", [])
+                and (not forms or reads(opener + "Answer." + close + one, wanted)
+                     and reads(one + opener + "Answer." + close, wanted))]
+        if ends:
+            like_calls = [other for other in opens if other and any(_overlaps(other, t) for t in plan.triggers)]
+            return [(opener, ends, _message_trigger(opener, plan.markers))], like_calls
+    return [], []
+
+
+def _wrappers(plan: _Plan) -> list:
+    """Section markers around a group of calls that the template reads as markup (Kimi K2's
+    `<|tool_calls_section_begin|>`...`<|tool_calls_section_end|>`, DeepSeek's `<｜tool▁calls▁begin｜>`...), found by
+    parsing: calls written between them must parse to exactly those calls, with no content, and text after the
+    closing marker must stay content. Models write them, so the grammar under "auto" admits them too."""
+    forms = list(plan.calls.values())
+    samples = {form.tool: _sample(dict(plan.tools)[form.tool]) for form in forms}
+    first, second = forms[0], forms[-1]
+    one, two = first.write(samples[first.tool]), second.write(samples[second.tool])
+    lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    tools = _as_tools(plan.tools)
+    reserved = [form.begin for form in forms] + [form.end for form in forms] + list(plan.triggers)
+    if plan.reasoning_open:
+        reserved.append(plan.reasoning_open)
+    if plan.reasoning_tag:
+        reserved.extend(plan.reasoning_tag)
+    # a call's own text (`<|tool_call_argument_begin|>`) is no section marker either
+    # (a marker that spells out a call's begin further, DSML's `<｜DSML｜tool_calls>` after the begin `<｜DSML｜`,
+    # is one: the grammar tells them apart by what follows the begin)
+    begins = [form.begin for form in forms]
+    candidates = [m for m in plan.markers
+                  if not any(_overlaps(m, text) for text in reserved if not _extends(m, text, begins))
+                  and m not in one and m not in two]
+
+    def calls_of(text: str) -> Any:
+        message = _probe(plan.template, lead + text, plan.prefix, tools)
+        if message is None or message.get("reasoning_content") and not lead:
+            return None
+        got = _calls_read(message)
+        return got, message.get("content") or ""
+
+    wanted = [(first.tool, samples[first.tool]), (second.tool, samples[second.tool])]
+    opens = [m for m in candidates if calls_of(m + one) == (wanted[:1], "")]
+    closes = [m for m in candidates if calls_of(one + m + "After.") == (wanted[:1], "After.")]
+    def wraps(opener: str, closer: str) -> bool:
+        if opener == closer or calls_of(opener + one + two + closer + "After.") != (wanted, "After."):
+            return False
+        # and the section leaves the parser where it was: a call after it is still a call
+        after = calls_of(opener + one + two + closer + "After. " + one)
+        return after is not None and after[0] == wanted + wanted[:1] and after[1].strip() == "After."
+
+    def neutral(marker: str) -> bool:  # a reasoning delimiter is no section marker, whatever the parser drops
+        message = _probe(plan.template, lead + "Before." + marker + "After.", plan.prefix, tools)
+        return message is not None and not (message.get("reasoning_content") and not lead)
+
+
+    found: list = []
+    for opener in opens:
+        if any(_overlaps(opener, other) for other, _ in found) or not neutral(opener):
+            continue
+        # the closer that spells the opener most closely (`<|tool_calls_section_begin|>`: its own `_end|>`, not the
+        # singular spelling's)
+        for closer in sorted(closes, key=lambda closer: -_kinship(opener, closer)):
+            if not neutral(closer) or not wraps(opener, closer):
+                continue
+            # markup that reads the same either way round (Kimi drops its section markers wherever they are) is
+            # a section only as a pair spelled alike whose closer says it closes
+            if wraps(closer, opener) and not _closes(opener, closer):
+                continue
+            found.append((opener, closer))
+            break
+    return found
+
+
+def _closes(opener: str, closer: str) -> bool:
+    """`closer` is `opener`'s closing marker as markup spells one: alike (half of the shorter shared at the start
+    and end) and saying it closes (`/`, `end`, `close`) where the opener does not."""
+    said = [word for word in ("/", "end", "close") if word in closer.lower() and word not in opener.lower()]
+    return bool(said) and 2 * _kinship(opener, closer) >= min(len(opener), len(closer))
+
+
+def _extends(marker: str, text: str, begins: list) -> bool:
+    """`marker` is a call's begin `text` spelled out further (and the overlap is only that)."""
+    return text in begins and marker.startswith(text) and len(marker) > len(text) and not any(
+        marker.endswith(text[:size]) for size in range(1, len(text)))
+
+
+def _kinship(one: str, other: str) -> int:
+    """How many characters two markers share at their start and at their end."""
+    start = 0
+    while start < min(len(one), len(other)) and one[start] == other[start]:
+        start += 1
+    end = 0
+    while end < min(len(one), len(other)) - start and one[-1 - end] == other[-1 - end]:
+        end += 1
+    return start + end
+
+
+def _trigger(begin: str, begins: list) -> str:
+    """The longest literal start the begins of the calls share (so one trigger serves tools named in the opener)."""
+    common = begin
+    for other in begins:
+        size = 0
+        while size < min(len(common), len(other)) and common[size] == other[size]:
+            size += 1
+        common = common[:size]
+    return common or begin
+
+
+def _reasoning_text(plan: _Plan) -> str:
+    if plan.reasoning_open is not None:
+        return "Let me think." + plan.reasoning_open
+    if plan.reasoning_tag is not None:
+        return plan.reasoning_tag[0] + "Let me think." + plan.reasoning_tag[1]
+    return ""
+
+
+def _as_tools(tool_list: list) -> list:
+    return [{"type": "function", "function": {"name": name, "parameters": parameters}} for name, parameters in tool_list]
+
+
+def _self_check(plan: _Plan) -> None:
+    """Calls written the canonical way must parse back to exactly those calls, or the grammar would lie."""
+    forms = list(plan.calls.values())
+    samples = {form.tool: _sample(dict(plan.tools)[form.tool]) for form in forms}
+    first, second = forms[0], forms[-1]
+    one = first.write(samples[first.tool])
+    # the grammar closes a reasoning block the prompt left open before anything else
+    lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    if plan.lead is not None:  # the header every message starts with separates calls too (`<|start|>assistant`)
+        joined = _probe(plan.template, lead + one + plan.lead.sample + second.write(samples[second.tool]),
+                        plan.prefix, _as_tools(plan.tools))
+        if _calls_read(joined) == [
+                (first.tool, samples[first.tool]), (second.tool, samples[second.tool])]:
+            plan.separator = plan.lead.sample
+    two = one + plan.separator + second.write(samples[second.tool])
+    cases = [
+        ("one call", lead + one, [first.tool]),
+        ("two calls", lead + two, [first.tool, second.tool]),
+        ("text before a call", lead + "Sure, let me check. " + one, [first.tool]),
+        ("text after a call", lead + one + " Done.", [first.tool]),
+        ("reasoning then a call", _reasoning_text(plan) + one, [first.tool]),
+    ]
+    if plan.lead is not None:
+        reasoning = _reasoning_text(plan) + plan.lead.sample
+        cases += [("reasoning, the opener's optional start, then a call", reasoning + one, [first.tool]),
+                  ("reasoning, the opener's optional start, text, then a call", reasoning + "Sure. " + one, [first.tool])]
+    for what, text, names in cases:
+        message = _probe(plan.template, text, plan.prefix, _as_tools(plan.tools))
+        calls = (message or {}).get("tool_calls") or []
+        got = [(call.get("function") or {}).get("name") for call in calls]
+        wanted_args = [samples[name] for name in names]
+        got_args = [(call.get("function") or {}).get("arguments") for call in calls]
+        if got != names or got_args != wanted_args:
+            if what.startswith("reasoning, the opener's optional start"):
+                plan.lead = None
+                continue
+            if what == "text after a call":
+                plan.notes.append("calls end the answer: no text after them")
+                continue
+            raise GrammarError(
+                f"the canonical writing of a call does not parse back ({what}): {text!r} gives "
+                f"{calls if message is not None else 'a parse error'}")
+    # an optional part stays allowed only where a call written with it parses as the same call, alone, after
+    # another call and before text (DSML's self-closing `/` after the tool's name does not: parameters follow)
+    for form in forms:
+        for element, write in form.optional:
+            text = write(samples[form.tool])
+            for before, after, names in (("", "", [form.tool]), (one + plan.separator, "", [first.tool, form.tool]),
+                                         ("", plan.separator + one, [form.tool, first.tool]),
+                                         ("", " Done.", [form.tool])):
+                message = _probe(plan.template, lead + before + text + after, plan.prefix, _as_tools(plan.tools))
+                read = _calls_read(message)
+                if read != [(name, samples[name]) for name in names] and not (
+                        after == " Done." and "calls end the answer: no text after them" in plan.notes):
+                    form.elements[:] = [kept for kept in form.elements if kept is not element]
+                    break
+
+
+def _overlaps(marker: str, text: str) -> bool:
+    """`marker` shares text with `text` where one could run into the other (inside it, or end-to-start)."""
+    if marker in text or text in marker:
+        return True
+    return any(text.endswith(marker[:size]) or marker.endswith(text[:size]) for size in range(1, len(marker)))
+
+
+def _message_trigger(begin: str, excluded: list) -> str:
+    """What free text writes to open a message: its begin up to the first marker after its start
+    (`<|channel|>final` of `<|channel|>final<|message|>`): free text may not hold that marker, and xgrammar never
+    fires a trigger that holds text free text may not hold."""
+    cut = min([begin.find(marker, 1) for marker in excluded if begin.find(marker, 1) > 0], default=len(begin))
+    return begin[:cut]
