@@ -8,7 +8,7 @@ import re
 import pytest
 from oracle import reference_module
 
-from response_templates import ResponseParser, TransformError, parse_response
+from response_templates import ResponseParser, TemplateError, TransformError, load_template, parse_response
 
 MISSING = object()
 
@@ -762,3 +762,59 @@ def test_transform_each_needs_a_list_of_dicts():
 def test_transform_each_unknown_item_key_raises_key_error():
     with pytest.raises(KeyError, match="name"):
         value('[{"a": 1}]', "json", transform={"n": "{name}"}, transform_each=True)
+
+
+
+# --- xml-inline json_body (our extension): a call body written as one JSON object instead of tags
+
+PARAM_TAGS = r'<p name="(?P<key>[^"]+)">(?P<value>.*?)</p>'
+
+
+def json_body_value(body: str, wrap: dict | None) -> object:
+    args = {"tag_pattern": PARAM_TAGS, **({"json_body": wrap} if wrap is not None else {})}
+    return parse_response("<|assistant|><v>" + body + "</v>", template_for("xml-inline", args), prefix="").get("v", {})  # ({} is left out)
+
+
+@pytest.mark.parametrize(
+    ("body", "wrap", "expected"),
+    [
+        ('\n{"city": "Paris", "days": 2}\n', {}, {"city": "Paris", "days": 2}),
+        ('  <json>{"a": [1, {"b": null}]}</json> ', {"open": "<json>", "close": "</json>"}, {"a": [1, {"b": None}]}),
+        ("\n  \n", {}, {}),
+        ('<p name="city">Paris</p>{"ignored": 1}', {}, {"city": "Paris"}),  # tags found: the JSON text is not read
+    ],
+)
+def test_json_body_reads_a_body_without_tags(body, wrap, expected):
+    assert json_body_value(body, wrap) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "wrap"),
+    [
+        ("Paris", {}),  # text that is not JSON
+        ("[1, 2]", {}),  # JSON, but not an object
+        ('{"city": "Paris"', {}),  # cut short
+        ('{"city": "Paris"}', {"open": "<json>", "close": "</json>"}),  # the literals around it are missing
+        ('<json>{"city": "Paris"}', {"open": "<json>", "close": "</json>"}),
+    ],
+)
+def test_json_body_refuses_other_text_without_tags(body, wrap):
+    with pytest.raises(ValueError, match="no tag and is not one JSON object"):
+        json_body_value(body, wrap)
+    # without the extension such a body reads as no arguments, as transformers reads it
+    assert json_body_value(body, None) == {}
+
+
+@pytest.mark.parametrize(("wrap", "problem"), [({"open": 1}, r"json_body\.open must be a string"),
+                                                ({"start": "<j>"}, r"json_body has unknown keys \['start'\]")])
+def test_json_body_is_checked_when_the_template_loads(wrap, problem):
+    with pytest.raises(TemplateError, match=problem):
+        load_template(template_for("xml-inline", {"tag_pattern": PARAM_TAGS, "json_body": wrap}))
+
+
+def test_damaged_json_body_follows_the_malformed_policy():
+    text = '<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n{"a": 1,\n</｜DSML｜invoke>\n</｜DSML｜function_calls>'
+    with pytest.raises(ValueError, match="not one JSON object"):
+        parse_response(text, "deepseek_v3.2", prefix="")
+    kept = parse_response(text, "deepseek_v3.2", prefix="", malformed="content")
+    assert "tool_calls" not in kept and '{"a": 1,' in kept["content"]

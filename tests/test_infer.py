@@ -641,6 +641,7 @@ LIBRARY_ONLY = {
     "v3_missing_fence_then_second_call",
     "reply_skips_think_and_response_straight_to_tools",
     "escaped_attribute_values_in_keys_and_tool_name",
+    "json_block_arguments_beside_tagged_arguments",  # json_body: inference reads argument tags only
 }
 
 
@@ -692,7 +693,7 @@ def test_markers_made_of_two_special_tokens_and_a_word():
 def test_kimi_k3_sections_are_inferred(coverage_rows):
     row = _row(coverage_rows, "llamacpp--Kimi-K3.jinja")
     assert row.inferred, row.result.reasons
-    assert row.corpus_total == 12 and _agree_but_library_only(row), row.corpus_diff
+    assert row.corpus_total == 13 and _agree_but_library_only(row), row.corpus_diff
 
 
 OPENER_DROPPED_BEFORE_CALLS = """{%- for m in messages %}

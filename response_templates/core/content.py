@@ -374,7 +374,8 @@ def parse_xml_inline(text: str, args: dict) -> dict:
     values, `value_parser_by` picks the parser from another group, `merge_duplicates` lists repeated keys.
     `unescape_attributes` (our extension, which transformers ignores) decodes XML entities in the keys.
     `nested_elements` (ours too) reads the whole text as nested elements first (`read_nested_elements`), and
-    uses `tag_pattern` only when that fails."""
+    uses `tag_pattern` only when that fails. `json_body` (ours too) reads a text that holds no tag as one JSON
+    object (`read_json_body`)."""
     pattern = args.get("tag_pattern")
     if pattern is None:
         raise ValueError("xml-inline: the content_arg 'tag_pattern' is required")
@@ -417,7 +418,30 @@ def parse_xml_inline(text: str, args: dict) -> dict:
             _gather(result, listed, key, value)
         else:
             result[key] = value
+    json_body = args.get("json_body")
+    if json_body is not None and not matches:
+        return read_json_body(text, json_body.get("open", ""), json_body.get("close", ""))
     return result
+
+
+def read_json_body(text: str, opener: str, closer: str) -> dict:
+    """The arguments of a call whose body is one JSON object instead of tags (SGLang's "direct JSON" DSML calls,
+    Kimi K3's `<|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>`), between the literals `opener` and
+    `closer` and whitespace. A blank body is no arguments; any other text is malformed, not silently `{}`."""
+    body = text.strip()
+    if not body:
+        return {}
+    inner = None
+    if body.startswith(opener) and body.endswith(closer) and len(body) >= len(opener) + len(closer):
+        inner = body[len(opener):len(body) - len(closer)]
+    try:
+        value = load_json(inner) if inner is not None else None
+    except (JSONTooDeepError, ValueError):
+        value = None
+    if not isinstance(value, dict):
+        around = f" between {opener!r} and {closer!r}" if opener or closer else ""
+        raise ValueError(f"xml-inline: the call's body holds no tag and is not one JSON object{around}.\nText: {excerpt(body)}")
+    return value
 
 
 def parse_kv_lines(text: str, args: dict) -> dict:

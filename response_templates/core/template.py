@@ -44,6 +44,8 @@ CONTENT_ARGS: dict[str, dict[str, Any]] = {
         "unescape_attributes": bool,
         # ours (docs/differences.md): values written as nested child elements (MiniMax M3) read into dicts and lists
         "nested_elements": dict,
+        # ours (docs/differences.md): a body without tags read as one JSON object, between optional literals
+        "json_body": dict,
     },
     "kv-lines": {"strip": bool, "line_sep": str, "kv_sep": str, "value_parser": dict},
     # ours (docs/differences.md): the list may hold JSON call objects, [{"name": ..., "arguments": {...}}]
@@ -597,6 +599,15 @@ def _check_nested_elements(spec: dict, where: str) -> None:
             raise TemplateError(f"{where}.{key} must be a non-empty string, got {excerpt(value)}")
 
 
+def _check_json_body(spec: dict, where: str) -> None:
+    unknown = sorted(set(spec) - {"open", "close"})
+    if unknown:
+        raise TemplateError(f"{where} has unknown keys {unknown}; allowed: ['close', 'open']")
+    for key, value in spec.items():
+        if not isinstance(value, str):
+            raise TemplateError(f"{where}.{key} must be a string (the literal written around the JSON object), got {excerpt(value)}")
+
+
 def _check_content_args(content: str, args: Any, where: str, depth: int = 0) -> None:
     if not isinstance(args, dict):
         raise TemplateError(f"{where} must be a dict, got {type(args).__name__}")
@@ -624,6 +635,8 @@ def _check_content_args(content: str, args: Any, where: str, depth: int = 0) -> 
             _check_value_parser(args["value_parser"], f"{where}.value_parser", depth)
         if "nested_elements" in args:
             _check_nested_elements(args["nested_elements"], f"{where}.nested_elements")
+        if "json_body" in args:
+            _check_json_body(args["json_body"], f"{where}.json_body")
         if "value_parser_by" in args:
             by = args["value_parser_by"]
             if set(by) != {"group", "parsers"} or not isinstance(by.get("group"), str) or not isinstance(by.get("parsers"), dict):
