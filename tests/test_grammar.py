@@ -167,8 +167,20 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
 def opened_calls(tag, text, sections=()):
     """How many calls the grammar opened in `text`: its call begins, which free text and arguments cannot hold,
     each followed by that call's end (a begin may also start markup inside a call: `<｜DSML｜` of a parameter).
-    `sections`: the openers of section markers around calls; their calls are counted inside them."""
+    `sections`: the openers of section markers around calls; their calls are counted inside them. A tag holding a
+    JSON list of calls (Mistral v3's `[TOOL_CALLS][...]`) opens as many calls as the list has items."""
     pairs = set()
+    lists = set()
+
+    def holds_list(node):
+        if isinstance(node, dict):
+            schema = node.get("json_schema") if node.get("type") == "json_schema" else None
+            if schema is not None and schema.get("type") == "array":  # a list of call objects, not an argument
+                items = schema.get("items") or {}
+                return any(isinstance(value, dict) and "const" in value
+                           for item in items.get("anyOf", [items]) for value in (item.get("properties") or {}).values())
+            return any(holds_list(value) for value in node.values())
+        return isinstance(node, list) and any(holds_list(item) for item in node)
 
     def visit(node):
         if isinstance(node, dict):
@@ -180,6 +192,8 @@ def opened_calls(tag, text, sections=()):
                         visit(tag_node["content"])  # a section around calls: count the calls in it
                     else:
                         pairs.add((tag_node["begin"], tag_node["end"]))
+                        if holds_list(tag_node["content"]):
+                            lists.add((tag_node["begin"], tag_node["end"]))
                 return
             if node.get("type") == "or" and all(item.get("type") == "tag" for item in node["elements"]):
                 pairs.update((tag_node["begin"], tag_node["end"]) for tag_node in node["elements"])  # in a section
@@ -202,7 +216,12 @@ def opened_calls(tag, text, sections=()):
         if section:  # a section opener that starts like a call (DSML's `<｜DSML｜tool_calls>`) is no call
             at = index + len(section)
             continue
-        count += 1
+        if (begin, end) in lists:
+            start = len(text[: index + len(begin)]) + len(text[index + len(begin):]) - len(text[index + len(begin):].lstrip())
+            items, _ = json.JSONDecoder().raw_decode(text, start)
+            count += len(items)
+        else:
+            count += 1
         close = text.find(end, index + len(begin))
         at = len(text) if close < 0 else close + len(end)
     return count
@@ -224,7 +243,8 @@ def end_of_turn(name, output, prefix="", tools=None):
     # outside its messages, so "Trailing text." reads as nothing after every marker there)
     call_ends = {form.end for form in planning._plan(name, tools, prefix).calls.values()} if tools else set()
     ends = [marker for marker in patterns._markers(template)
-            if marker not in call_ends and parsed("Hello." + marker + " Trailing text.") == parsed("Hello.")]
+            if not any(marker in end for end in call_ends)  # (nor a piece of one: Cohere's `<|END_`)
+            and parsed("Hello." + marker + " Trailing text.") == parsed("Hello.")]
     whole = parsed(output)
     for start in sorted(match.start() for marker in ends for match in re.finditer(re.escape(marker), output)):
         if parsed(output[:start]) == whole:
@@ -246,7 +266,11 @@ def test_the_canonical_calls_are_admitted_in_every_mode(name):
         lead = planning._reasoning_text(plan) if plan.reasoning_open is not None else ""
         weather = plan.calls["get_weather"].write({"city": "Paris", "days": 3})
         search = plan.calls["search_web"].write({"query": "bakeries", "safe": True})
-        cases = [("required", True, lead + weather), ("required", True, lead + weather + plan.separator + search),
+        both = weather + plan.separator + search
+        if plan.calls["get_weather"].write_list is not None:  # one region holds the list of calls
+            both = plan.calls["get_weather"].write_list([("get_weather", {"city": "Paris", "days": 3}),
+                                                         ("search_web", {"query": "bakeries", "safe": True})])
+        cases = [("required", True, lead + weather), ("required", True, lead + both),
                  ("required", False, lead + search),
                  ({"type": "function", "function": {"name": "search_web"}}, True, lead + search),
                  ("auto", True, lead + "Let me look. " + weather)]
@@ -289,6 +313,43 @@ def test_calls_as_models_write_them_are_admitted_and_parse_to_those_calls(name, 
     calls = rt.parse_response(output, name, prefix="", tools=WEATHER)["tool_calls"]
     assert [call["function"]["name"] for call in calls] == ["get_weather"]
     assert calls[0]["function"]["arguments"]["city"] == "Paris"
+
+
+def test_calls_that_end_the_turn_leave_no_text_after_them():
+    # Mistral's closer writes nothing: a call ends where the next opens or the turn ends, and text after it would be
+    # read as part of its arguments, so under "auto" only calls may follow the first call
+    tag = structural_tag("mistral", TOOLS, prefix="")
+    one = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'
+    two = one + '[TOOL_CALLS]search_web[ARGS]{"query": "rain", "safe": true}'
+    assert admits(tag, "Let me check." + two)
+    assert not admits(tag, one + " Done.")
+    assert [call["function"]["name"] for call in rt.parse_response("Let me check." + two, "mistral", prefix="",
+                                                                    tools=TOOLS)["tool_calls"]] == ["get_weather", "search_web"]
+    single = structural_tag("mistral", TOOLS, prefix="", tool_choice="required", parallel_tool_calls=False)
+    assert admits(single, one) and not admits(single, two)
+
+
+@pytest.mark.parametrize("name, begin, end", [
+    ("mistral_v3", "[TOOL_CALLS]", ""), ("cohere-command", "<|START_ACTION|>", "<|END_ACTION|>"),
+    ("hunyuan_a13b", "<tool_calls>", "</tool_calls>"), ("granite-3", "<|tool_call|>", ""),
+])
+def test_a_list_of_calls_is_one_region_whose_items_follow_the_tools(name, begin, end):
+    keys = ("tool_name", "parameters") if name == "cohere-command" else ("name", "arguments")
+
+    def region(*calls):
+        return begin + json.dumps([{keys[0]: tool, keys[1]: arguments} for tool, arguments in calls]) + end
+
+    weather, search = ("get_weather", {"city": "Paris"}), ("search_web", {"query": "rain", "safe": True})
+    required = structural_tag(name, TOOLS, prefix="", tool_choice="required")
+    assert admits(required, region(weather, search))
+    assert rt.parse_response(region(weather, search), name, prefix="", tools=TOOLS)["tool_calls"] == [
+        {"type": "function", "function": {"name": tool, "arguments": arguments}} for tool, arguments in (weather, search)]
+    assert not admits(required, region())  # at least one call
+    assert not admits(required, region(("get_weather", {"days": 2})))  # arguments follow the schema
+    single = structural_tag(name, TOOLS, prefix="", tool_choice="required", parallel_tool_calls=False)
+    assert admits(single, region(search)) and not admits(single, region(weather, search))
+    named = structural_tag(name, TOOLS, prefix="", tool_choice={"type": "function", "function": {"name": "search_web"}})
+    assert admits(named, region(search, search)) and not admits(named, region(search, weather))
 
 
 def test_an_optional_part_the_parser_reads_otherwise_is_not_admitted():
@@ -354,8 +415,8 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (197 of 323 when this floor was set, with gpt-oss compiled): it may grow, not shrink.
-ADMITTED_FLOOR = 194
+# (223 of 367 when this floor was set, with Mistral's and the JSON-list formats compiled): it may grow, not shrink.
+ADMITTED_FLOOR = 220
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

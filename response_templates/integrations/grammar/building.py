@@ -9,17 +9,30 @@ from .formats import _const, _free_text, _ws
 from .planning import _overlaps, _Plan
 
 
-def _tags(plan: _Plan, names: list) -> list:
-    """One tag per distinct begin (tools whose calls open alike share a tag whose content picks the tool)."""
+def _tags(plan: _Plan, names: list, parallel: bool = True) -> list:
+    """One tag per distinct begin (tools whose calls open alike share a tag whose content picks the tool; where a
+    region holds a list of calls, one list whose items are any of those tools, one item at most if not `parallel`)."""
     by_begin: dict = {}
     for name in names:
         form = plan.calls[name]
-        by_begin.setdefault((form.begin, form.end), []).append({"type": "sequence", "elements": form.elements or [_const("")]})
+        by_begin.setdefault((form.begin, form.end), []).append(form)
     tags = []
-    for (begin, end), contents in by_begin.items():
-        content = contents[0] if len(contents) == 1 else {"type": "or", "elements": contents}
+    for (begin, end), forms in by_begin.items():
+        first = forms[0]
+        if first.list_body is not None:
+            elements = list(first.elements)
+            elements[first.list_at] = first.list_body([form.list_item for form in forms], parallel)
+            content: dict = {"type": "sequence", "elements": elements}
+        else:
+            contents = [{"type": "sequence", "elements": form.elements or [_const("")]} for form in forms]
+            content = contents[0] if len(contents) == 1 else {"type": "or", "elements": contents}
         tags.append({"type": "tag", "begin": begin, "content": content, "end": end})
     return tags
+
+
+def _one_region(plan: _Plan) -> bool:
+    """The calls are one region holding a list of them (a second list would not be read as more calls)."""
+    return any(form.list_body is not None for form in plan.calls.values())
 
 
 def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
@@ -58,13 +71,18 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
                              "excludes": _excludes(plan, plan.triggers)})
         else:
             elements.append(_free_text(_excludes(plan, plan.triggers)))
+    elif tool_choice == "auto" and plan.calls_end_answer:
+        # text after a call would be read as part of it: free text first, then (perhaps) calls to the end
+        if plan.messages or plan.wrappers:
+            raise GrammarError("this template reads text written after a call as part of the call, and its calls "
+                               'sit in messages or sections: tool_choice="auto" is not compiled for it')
+        elements.append(_free_text(_excludes(plan)))
+        elements.append({"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
+                         "at_least_one": False, "stop_after_first": not parallel or _one_region(plan)})
     elif tool_choice == "auto":
-        if "calls end the answer: no text after them" in plan.notes:
-            raise GrammarError("this template reads text written after a call as part of the call: "
-                               'tool_choice="auto" cannot leave the text after calls free')
-        tags = _tags(plan, names)
+        tags = _tags(plan, names, parallel)
         for opener, closer in plan.wrappers:
-            group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": _tags(plan, names)}]}
+            group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": _tags(plan, names, parallel)}]}
             if parallel:
                 group = {"type": "plus", "content": group}
             tags.append({"type": "tag", "begin": opener, "end": closer,
@@ -75,12 +93,12 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
                                     if not any(opener.startswith(trigger) for trigger in plan.triggers)]
         tags += messages
         triggers += message_triggers
-        elements.append({"type": "triggered_tags", "triggers": triggers, "tags": tags,
-                         "at_least_one": False, "stop_after_first": not parallel, "excludes": _excludes(plan)})
+        elements.append({"type": "triggered_tags", "triggers": triggers, "tags": tags, "at_least_one": False,
+                         "stop_after_first": not parallel or _one_region(plan), "excludes": _excludes(plan)})
     else:
         elements.append(_ws(0))
-        elements.append({"type": "tags_with_separator", "tags": _tags(plan, names), "separator": plan.separator,
-                         "at_least_one": True, "stop_after_first": not parallel})
+        elements.append({"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
+                         "at_least_one": True, "stop_after_first": not parallel or _one_region(plan)})
     fmt = elements[0] if len(elements) == 1 else {"type": "sequence", "elements": elements}
     _exclude_triggers(fmt, plan.triggers)
     return {"type": "structural_tag", "format": fmt}

@@ -12,6 +12,7 @@ from typing import Any
 from ...core.errors import GrammarError
 from .patterns import (
     _MARKER_CHARS,
+    _JSON_WS_MAX,
     _WS_MAX,
     _Dead,
     _delimiter_spec,
@@ -21,6 +22,7 @@ from .patterns import (
     _skeleton,
     _skeletons,
     _walk,
+    _writes_nothing,
 )
 
 
@@ -35,6 +37,13 @@ class _CallForm:
     write: Callable[[dict], str]  # the canonical text of a call with these arguments
     # the optional parts the grammar allows (their element in `elements`) and how a call is written with each
     optional: list = field(default_factory=list)
+    # a region holding a list of calls (transform_each: Mistral v3's `[TOOL_CALLS][{...}, {...}]`): this tool's item
+    # schema, the index in `elements` of the list's format, how that format is built for a set of items (the tools
+    # of one tag) and parallel_tool_calls, and the canonical text of one region holding [(tool, arguments)]
+    list_item: dict | None = None
+    list_at: int = -1
+    list_body: Callable[[list, bool], dict] | None = None
+    write_list: Callable[[list], str] | None = None
 
 
 def _const(text: str) -> dict:
@@ -176,7 +185,7 @@ def _json_body(schema: dict, args: dict, markers: list) -> tuple:
         else:
             raise _Dead("JSON with string_delims/unquoted_keys other than Gemma 4's (<|\"|>) is not supported yet")
     body = {"type": "json_schema", "json_schema": _finite_numbers(schema), "style": style, "excludes": list(markers),
-            "max_whitespace_cnt": _WS_MAX}
+            "max_whitespace_cnt": _JSON_WS_MAX}
     return body, style
 
 
@@ -311,14 +320,15 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     return elements, write
 
 
-def _content_keys(function: Any) -> tuple | None:
-    """("name", "args") for a transform function {"name": "{content.name}", "arguments": "{content.args}"}."""
+def _transform_keys(function: Any, scope: str) -> tuple | None:
+    """The keys a transform function {"name": "{SCOPE.KEY}", "arguments": "{SCOPE.KEY}"} reads ("name", "args"):
+    scope "content." for a call read from one JSON object, "" for each call of a list (Cohere: "{tool_name}")."""
     if not isinstance(function, dict) or set(function) != {"name", "arguments"}:
         return None
     found = []
     for field_name in ("name", "arguments"):
         value = function[field_name]
-        match = _re.fullmatch(r"\{content\.([A-Za-z_]\w*)\}", value) if isinstance(value, str) else None
+        match = _re.fullmatch(r"\{" + _re.escape(scope) + r"([A-Za-z_]\w*)\}", value) if isinstance(value, str) else None
         if match is None:
             return None
         found.append(match.group(1))
@@ -359,15 +369,29 @@ def _opener(field_spec: dict) -> tuple:
 
 def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> _CallForm:
     opener = _opener(field_spec)[0]
-    closer = _strip_ws(_skeleton(_delimiter_spec(field_spec, "close", "close_pattern"), "close"), leading=False)
+    close_spec = _delimiter_spec(field_spec, "close", "close_pattern")
+    try:
+        closer = _strip_ws(_skeleton(close_spec, "close"), leading=False)
+    except _Dead:
+        if not _writes_nothing(close_spec):
+            raise
+        # the closer writes nothing: a call ends where the next one opens or where the turn ends (Mistral's
+        # `[TOOL_CALLS]name[ARGS]{...}`); the self-check parses calls written so, and the grammar lets no text follow
+        closer = []
     has_name = any(p.kind == "group" and p.text == "name" for p in opener)
     content = field_spec.get("content", "text")
     transform = field_spec.get("transform")
-    if field_spec.get("transform_each"):
-        raise _Dead("a region holding a list of calls (transform_each) is not supported yet")
     function = transform.get("function") if isinstance(transform, dict) else None
+    each = bool(field_spec.get("transform_each"))
     # the whole call as one JSON object: {"name": ..., "arguments": ...}, or other keys read by "{content.KEY}"
-    keys = ("name", "arguments") if function == "{content}" else _content_keys(function)
+    keys = ("name", "arguments") if function == "{content}" else _transform_keys(function, "content.")
+    if each:
+        # a list of call objects, each read by the transform: {"name": "{KEY}", "arguments": "{KEY}"}
+        keys = _transform_keys(function, "")
+        if content != "json":
+            raise _Dead(f"a list of calls written as {content!r} is not compiled (JSON lists are)")
+        if keys is None:
+            raise _Dead(f"transform {transform!r} of each call of a list: expected {{name: '{{KEY}}', arguments: '{{KEY}}'}}")
     whole = keys is not None
     if whole:
         if has_name:
@@ -380,23 +404,42 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
     if not begin:
         raise _Dead("the opener does not start with literal text")
     # the closer's last literal is the tag's end; what comes before it belongs to the content
-    last = max(i for i, p in enumerate(closer) if p.kind == "lit")
-    leading_close, close_formats, close_text = _split(closer[:last], None, elements=optional_elements)
+    last = max((i for i, p in enumerate(closer) if p.kind == "lit"), default=-1)
+    leading_close, close_formats, close_text = _split(closer[:last] if last >= 0 else [], None, elements=optional_elements)
     close_formats = ([_const(leading_close)] if leading_close else []) + close_formats
-    end = closer[last].text
+    end = closer[last].text if last >= 0 else ""
     trailing = closer[last + 1:]
     if any(p.kind not in ("ws", "opt") for p in trailing):
         raise _Dead("the closer ends with a group")
+    item = list_body = write_items = None
     if content == "json":
         args = field_spec.get("content_args") or {}
         schema = parameters
         if keys is not None:
             schema = {"type": "object", "properties": {keys[0]: {"const": name}, keys[1]: parameters},
                       "required": list(keys), "additionalProperties": False}
+        if each:
+            # call objects of a list may carry a call id where chat templates write one (Cohere's "tool_call_id"
+            # first, Mistral's "id" last); the parser ignores it
+            ids = {"tool_call_id": {"type": "string"}} if "tool_call_id" not in keys else {}
+            ids_after = {"id": {"type": "string"}} if "id" not in keys else {}
+            item = {**schema, "properties": {**ids, **schema["properties"], **ids_after}}
+
+            def list_body(items: list, parallel: bool) -> dict:
+                listed = {"type": "array", "items": items[0] if len(items) == 1 else {"anyOf": items}, "minItems": 1}
+                return _json_body({**listed, **({} if parallel else {"maxItems": 1})}, args, markers)[0]
+
+            schema = {"type": "array", "items": item, "minItems": 1}
         body, style = _json_body(schema, args, markers)
         body_elements = [_ws(0), body, _ws(0)]
 
+        def write_items(calls: list) -> str:
+            assert keys is not None
+            return _write_json([{keys[0]: tool, keys[1]: arguments} for tool, arguments in calls], style)
+
         def write_body(arguments: dict) -> str:
+            if each:
+                return write_items([(name, arguments)])
             value = {keys[0]: name, keys[1]: arguments} if keys else arguments
             return _write_json(value, style)
     elif content == "xml-inline":
@@ -418,5 +461,9 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
     for piece in closer[:last]:
         if piece.kind == "opt":
             optional.append((optional_elements[id(piece)], writer(open_text, _split(closer[:last], None, piece)[2])))
-    return _CallForm(name, begin, open_formats + body_elements + close_formats, end, writer(open_text, close_text),
+    form = _CallForm(name, begin, open_formats + body_elements + close_formats, end, writer(open_text, close_text),
                      optional)
+    if item is not None and write_items is not None:
+        form.list_item, form.list_at, form.list_body = item, len(open_formats) + 1, list_body
+        form.write_list = lambda calls: begin + open_text[len(begin):] + write_items(calls) + close_text + end
+    return form

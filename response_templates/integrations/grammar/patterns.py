@@ -27,6 +27,9 @@ _sre_parse, _sre = _regex_internals()
 # Optional whitespace where a pattern has \s*: a few characters at most (models write a newline or a space; an
 # unbounded run would only let a sampler ramble).
 _WS_MAX = 4
+# Whitespace between JSON tokens: enough for a newline and three levels of four-space indentation, as chat templates
+# write pretty-printed call lists (Cohere's `[\n    {...}\n]`).
+_JSON_WS_MAX = 16
 # Characters that make a literal run a marker worth keeping out of free text and argument strings.
 _MARKER_CHARS = set("<>|[]{}`\uff5c")
 # The character classes an optional part may use, as a regex element spells them.
@@ -301,6 +304,25 @@ def _skeletons(delimiter: Any, what: str, fill: dict | None = None, spread: bool
     if found:
         return found
     raise _Dead(f"{what} {pattern!r}: no alternative can be written ({'; '.join(reasons)})")
+
+
+def _writes_nothing(delimiter: Any) -> bool:
+    """Whether a top-level alternative of a delimiter pattern matches without writing text (a lookahead, optional
+    whitespace): a closer that lets a call end where the next call opens or where the turn ends."""
+    if not (isinstance(delimiter, str) and delimiter.startswith("\0pattern:")):
+        return False
+    parsed, names = _parse_pattern(delimiter[len("\0pattern:"):])
+    items = list(parsed)
+    alternatives = items[0][1][1] if len(items) == 1 and items[0][0] is _sre.BRANCH else [items]
+    for alternative in alternatives:
+        out: list = []
+        try:
+            _walk(alternative, names, out)
+        except _Dead:
+            continue
+        if all(piece.kind in ("ws", "opt") for piece in out):
+            return True
+    return False
 
 
 def _spread(items: list) -> list:

@@ -27,6 +27,9 @@ class _Plan:
     reasoning_tag: tuple | None  # (open, close) when the answer may start with a reasoning block
     separator: str
     notes: list = field(default_factory=list)
+    # text written after a call is read as part of it (a closer that writes nothing: Mistral's calls end the turn):
+    # under "auto" the answer is text, then calls to the end
+    calls_end_answer: bool = False
     wrappers: list = field(default_factory=list)  # (open, close) markers a group of calls may be written between
     # plain text that starts a call in another writing of the opener (gpt-oss's `to=`): kept out of free text
     # (inside a message or an argument string it opens nothing: the message's markers are kept out of them)
@@ -194,7 +197,13 @@ def _messages(plan: _Plan) -> tuple:
                      and reads(one + opener + "Answer." + close, wanted))]
         if ends:
             like_calls = [other for other in opens if other and any(_overlaps(other, t) for t in plan.triggers)]
-            return [(opener, ends, _message_trigger(opener, plan.markers))], like_calls
+            trigger = _message_trigger(opener, plan.markers)
+            others = plan.triggers + [wrapper for wrapper, _ in plan.wrappers]
+            if any(other.startswith(trigger) or trigger.startswith(other) for other in others):
+                # cut at a piece of a longer marker (Cohere's `<|START_` of `<|START_RESPONSE|>`), the trigger would
+                # also start a call (`<|START_ACTION|>`): the whole opener is the trigger
+                trigger = opener
+            return [(opener, ends, trigger)], like_calls
     return [], []
 
 
@@ -323,7 +332,15 @@ def _self_check(plan: _Plan) -> None:
         if _calls_read(joined) == [
                 (first.tool, samples[first.tool]), (second.tool, samples[second.tool])]:
             plan.separator = plan.lead.sample
+    elif all(not form.end for form in forms):
+        # calls whose closer writes nothing follow each other directly (Mistral's `{...}[TOOL_CALLS]next[ARGS]`)
+        joined = _probe(plan.template, lead + one + second.write(samples[second.tool]), plan.prefix,
+                        _as_tools(plan.tools))
+        if _calls_read(joined) == [(first.tool, samples[first.tool]), (second.tool, samples[second.tool])]:
+            plan.separator = ""
     two = one + plan.separator + second.write(samples[second.tool])
+    if first.write_list is not None:  # a region holds a list of calls: two calls are one list of two
+        two = first.write_list([(first.tool, samples[first.tool]), (second.tool, samples[second.tool])])
     cases = [
         ("one call", lead + one, [first.tool]),
         ("two calls", lead + two, [first.tool, second.tool]),
@@ -346,6 +363,7 @@ def _self_check(plan: _Plan) -> None:
                 plan.lead = None
                 continue
             if what == "text after a call":
+                plan.calls_end_answer = True
                 plan.notes.append("calls end the answer: no text after them")
                 continue
             raise GrammarError(
@@ -362,7 +380,7 @@ def _self_check(plan: _Plan) -> None:
                 message = _probe(plan.template, lead + before + text + after, plan.prefix, _as_tools(plan.tools))
                 read = _calls_read(message)
                 if read != [(name, samples[name]) for name in names] and not (
-                        after == " Done." and "calls end the answer: no text after them" in plan.notes):
+                        after == " Done." and plan.calls_end_answer):
                     form.elements[:] = [kept for kept in form.elements if kept is not element]
                     break
 
