@@ -26,8 +26,13 @@ TOOLS = [
 ]
 
 
+def _cell(text: str, most: int = 0) -> str:
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text[:most - 3] + "..." if most and len(text) > most else text
+
+
 def table() -> str:
-    rows, accepted, total = [], 0, 0
+    rows, accepted, forced_only, total = [], 0, 0, 0
     for name in rt.list_templates():
         entry = rt.get_entry(name)
         if not entry["supports"]["tool_calls"]:
@@ -37,15 +42,19 @@ def table() -> str:
         try:
             structural_tag(name, TOOLS)
         except GrammarError as error:
-            reason = str(error).replace("|", "\\|").replace("\n", " ")
-            if len(reason) > 220:
-                reason = reason[:217] + "..."
-            rows.append(f"| {name} | no | {reason} |")
+            try:  # "auto" and "none" may be refused where "required" and named choices compile (Llama's `{`)
+                structural_tag(name, TOOLS, tool_choice="required")
+            except GrammarError:
+                rows.append(f"| {name} | no | {_cell(str(error), 220)} |")
+                continue
+            forced_only += 1
+            rows.append(f"| {name} | required and named only | {_cell('; '.join(explain(name, TOOLS)))} |")
             continue
         accepted += 1
-        notes = "; ".join(explain(name, TOOLS)).replace("|", "\\|").replace("\n", " ")
+        notes = _cell("; ".join(explain(name, TOOLS)))
         rows.append(f"| {name} | yes | {notes} |" if notes else f"| {name} | yes | |")
-    head = [f"{accepted} of the {total} library templates with tool calls compile.", "",
+    head = [f"{accepted} of the {total} library templates with tool calls compile in every tool_choice mode, "
+            f"{forced_only} more for \"required\" and named functions only.", "",
             "| template | compiles | why not, or what the grammar leaves out |", "| --- | --- | --- |"]
     return "\n".join(head + rows)
 

@@ -45,17 +45,23 @@ WALKS = 8
 
 
 def accepted_templates():
-    names = []
+    """The templates the compiler accepts: under "required" (some compile for "required" and named choices only,
+    where free text could open a call: FORCED_ONLY)."""
+    names, forced_only = [], []
     for name in rt.list_templates():
         try:
-            structural_tag(name, TOOLS)
+            structural_tag(name, TOOLS, tool_choice="required")
         except GrammarError:
             continue
         names.append(name)
-    return names
+        try:
+            structural_tag(name, TOOLS)
+        except GrammarError:
+            forced_only.append(name)
+    return names, forced_only
 
 
-ACCEPTED = accepted_templates()
+ACCEPTED, FORCED_ONLY = accepted_templates()
 
 
 def corpus(name):
@@ -133,7 +139,8 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                 tag = structural_tag(name, TOOLS, prefix=prefix, tool_choice=choice, parallel_tool_calls=parallel)
             except GrammarError:
                 # refusing is allowed (never a wrong grammar); the template itself compiles without a prompt
-                assert prefix, f"{name} compiles for tool_choice='auto' but not for {choice!r}"
+                assert prefix or name in FORCED_ONLY and choice in ("auto", "none"), (
+                    f"{name} compiles for tool_choice='required' but not for {choice!r}")
                 continue
             sections = [opener for opener, _ in planning._plan(name, TOOLS, prefix).wrappers]
             walker = Walker(grammar_markers(tag, set()))
@@ -216,10 +223,17 @@ def opened_calls(tag, text, sections=()):
         if section:  # a section opener that starts like a call (DSML's `<｜DSML｜tool_calls>`) is no call
             at = index + len(section)
             continue
-        if (begin, end) in lists:
-            start = len(text[: index + len(begin)]) + len(text[index + len(begin):]) - len(text[index + len(begin):].lstrip())
-            items, _ = json.JSONDecoder().raw_decode(text, start)
+        after = index + len(begin)
+        if (begin, end) in lists:  # one region, as many calls as its list has items
+            items, _ = json.JSONDecoder().raw_decode(text, after + len(text[after:]) - len(text[after:].lstrip()))
             count += len(items)
+        elif len(begin) < 2:  # a plain opener (Llama's `{`) also opens the arguments: the call is one JSON object
+            try:
+                _, at = json.JSONDecoder().raw_decode(text, index)
+            except ValueError:
+                at = len(text)
+            count += 1
+            continue
         else:
             count += 1
         close = text.find(end, index + len(begin))
@@ -275,6 +289,8 @@ def test_the_canonical_calls_are_admitted_in_every_mode(name):
                  ({"type": "function", "function": {"name": "search_web"}}, True, lead + search),
                  ("auto", True, lead + "Let me look. " + weather)]
         for choice, parallel, text in cases:
+            if choice == "auto" and name in FORCED_ONLY:
+                continue
             tag = structural_tag(name, TOOLS, prefix=prefix, tool_choice=choice, parallel_tool_calls=parallel)
             matcher = xgr.GrammarMatcher(compiler.compile_structural_tag(json.dumps(tag)))
             assert matcher.accept_string(text) and matcher.is_completed(), f"{name} {choice} refuses {text!r}"
@@ -350,6 +366,48 @@ def test_a_list_of_calls_is_one_region_whose_items_follow_the_tools(name, begin,
     assert admits(single, region(search)) and not admits(single, region(weather, search))
     named = structural_tag(name, TOOLS, prefix="", tool_choice={"type": "function", "function": {"name": "search_web"}})
     assert admits(named, region(search, search)) and not admits(named, region(search, weather))
+
+
+FLAT_TOOLS = [tool for tool in TOOLS if tool["function"]["name"] != "search_web"] + [
+    {"type": "function", "function": {"name": "search_web", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "number"},
+                                         "tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["query"]}}}]
+
+
+@pytest.mark.parametrize("name", ["llama3.1", "llama4"])
+def test_a_plain_opener_compiles_for_forced_calls_whose_arguments_parse_back(name):
+    # Llama's call opener `{` is also text: "auto" and "none" could not keep free text from opening calls
+    for choice in ("auto", "none"):
+        with pytest.raises(GrammarError, match="too plain"):
+            structural_tag(name, FLAT_TOOLS, tool_choice=choice)
+    # its closer `}` also ends a call where nested arguments close before a line break, which JSON whitespace may
+    # hold: tools with object arguments are refused, flat ones compile
+    with pytest.raises(GrammarError, match="line breaks between tokens"):
+        structural_tag(name, TOOLS, tool_choice="required")
+    schemas = {tool["function"]["name"]: tool["function"]["parameters"] for tool in FLAT_TOOLS}
+    rng = random.Random(name)
+    for choice, parallel in MODES[1:4]:
+        tag = structural_tag(name, FLAT_TOOLS, prefix="", tool_choice=choice, parallel_tool_calls=parallel)
+        walker = Walker(grammar_markers(tag, set()))
+        compiled = walker.compiler.compile_structural_tag(json.dumps(tag))
+        for _ in range(WALKS * 2):
+            text = walker.walk(compiled, rng)
+            if text is None:
+                continue
+            calls = rt.parse_response(text, name, prefix="", tools=FLAT_TOOLS).get("tool_calls") or []
+            assert 1 <= len(calls) == opened_calls(tag, text) and (parallel or len(calls) == 1), text
+            for call in calls:
+                if isinstance(choice, dict):
+                    assert call["function"]["name"] == choice["function"]["name"], text
+                jsonschema.validate(call["function"]["arguments"], schemas[call["function"]["name"]])
+
+
+def test_none_is_refused_where_free_text_could_open_a_call():
+    # Gemma 3's calls are Python lists the parser finds in text: with no marker to keep out, "none" cannot hold
+    with pytest.raises(GrammarError, match="spells no literal text"):
+        structural_tag("gemma-3", WEATHER, tool_choice="none")
+    assert structural_tag("qwen3", WEATHER, tool_choice="none")
 
 
 def test_an_optional_part_the_parser_reads_otherwise_is_not_admitted():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.errors import GrammarError
-from .formats import _const, _free_text, _ws
+from .formats import _const, _free_text, _plain, _ws
 from .planning import _overlaps, _Plan
 
 
@@ -64,6 +64,9 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
     messages = [{"type": "tag", "begin": opener, "end": ends if len(ends) > 1 else ends[0],
                  "content": _free_text([m for m in plan.markers if m not in ends])} for opener, ends, _ in plan.messages]
     message_triggers = [trigger for _, _, trigger in plan.messages]
+    if plan.plain_opener is not None and (tool_choice in ("auto", "none") or not names):
+        forced = ', so only "required" and a named function compile for this template' if plan.calls else ""
+        raise GrammarError(f"{plan.plain_opener}: tool_choice={tool_choice!r} leaves text free{forced}")
     if tool_choice == "none" or not names:
         if messages:
             elements.append({"type": "triggered_tags", "triggers": message_triggers, "tags": messages,
@@ -100,7 +103,8 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
         elements.append({"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
                          "at_least_one": True, "stop_after_first": not parallel or _one_region(plan)})
     fmt = elements[0] if len(elements) == 1 else {"type": "sequence", "elements": elements}
-    _exclude_triggers(fmt, plan.triggers)
+    # (a plain opener, Llama's `{`, cannot open a call inside a JSON string: its quotes would be escaped there)
+    _exclude_triggers(fmt, [trigger for trigger in plan.triggers if not _plain(trigger)])
     return {"type": "structural_tag", "format": fmt}
 
 

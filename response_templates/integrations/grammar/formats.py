@@ -44,6 +44,8 @@ class _CallForm:
     list_at: int = -1
     list_body: Callable[[list, bool], dict] | None = None
     write_list: Callable[[list], str] | None = None
+    # for JSON arguments: a call written with a line break around every JSON token, as the grammar allows
+    write_laid_out: Callable[[dict], str] | None = None
 
 
 def _const(text: str) -> dict:
@@ -117,8 +119,8 @@ def _strip_ws(pieces: list, leading: bool) -> list:
     return _merge(kept if leading else kept[::-1])
 
 
-def _sample(schema: Any, depth: int = 0) -> Any:
-    """A value valid for a (simple) JSON schema, for the compiler's self-check."""
+def _sample(schema: Any, depth: int = 0, pairs: bool = False) -> Any:
+    """A value valid for a (simple) JSON schema, for the compiler's self-check (arrays of two with `pairs`)."""
     if not isinstance(schema, dict):
         return "x"
     if "const" in schema:
@@ -127,17 +129,33 @@ def _sample(schema: Any, depth: int = 0) -> Any:
         return schema["enum"][0]
     for key in ("anyOf", "oneOf"):
         if schema.get(key):
-            return _sample(schema[key][0], depth + 1)
+            return _sample(schema[key][0], depth + 1, pairs)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = kind[0] if kind else None
     if kind == "object" or (kind is None and "properties" in schema):
         properties = schema.get("properties") or {}
-        return {key: _sample(value, depth + 1) for key, value in properties.items()} if depth < 4 else {}
+        return {key: _sample(value, depth + 1, pairs) for key, value in properties.items()} if depth < 4 else {}
     if kind == "array":
-        return [_sample(schema.get("items"), depth + 1)] if depth < 4 else []
+        return [_sample(schema.get("items"), depth + 1, pairs)] * (2 if pairs else 1) if depth < 4 else []
     simple: dict = {"integer": 3, "number": 2.5, "boolean": True, "null": None}
     return simple.get(kind, "Paris, 'FR' \"x\"") if isinstance(kind, str) else "Paris, 'FR' \"x\""
+
+
+def _stress_samples(schema: Any) -> list:
+    """Arguments where JSON's closing characters meet: every property, arrays of two, and each object- or
+    array-valued property last in turn (the optional properties after it left out)."""
+    full = _sample(schema, pairs=True)
+    if not isinstance(full, dict):
+        return [full]
+    required = set(schema.get("required") or []) if isinstance(schema, dict) else set()
+    samples = [full]
+    for at, (key, value) in enumerate(full.items()):
+        if isinstance(value, (dict, list)):
+            cut = {other: item for index, (other, item) in enumerate(full.items()) if index <= at or other in required}
+            if cut not in samples:
+                samples.append(cut)
+    return samples
 
 
 def _tool_list(tools: Any) -> list:
@@ -199,6 +217,16 @@ def _write_json(value: Any, style: str) -> str:
     if isinstance(value, str):
         return f'<|"|>{value}<|"|>'
     return json.dumps(value)
+
+
+def _laid_out_json(value: Any) -> str:
+    """JSON with a line break around each of its tokens (the whitespace JSON allows between them)."""
+    if isinstance(value, dict):
+        members = [f"{json.dumps(key, ensure_ascii=False)}\n:\n{_laid_out_json(item)}" for key, item in value.items()]
+        return "{\n" + "\n,\n".join(members) + "\n}" if members else "{\n}"
+    if isinstance(value, list):
+        return "[\n" + "\n,\n".join(_laid_out_json(item) for item in value) + "\n]" if value else "[\n]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _group_required(pattern: str, group: str) -> bool:
@@ -367,12 +395,17 @@ def _opener(field_spec: dict) -> tuple:
     return writings[at], list(dict.fromkeys(starts)), lead if lead is not None and lead.kind == "opt" else None
 
 
-def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> _CallForm:
+def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, closing: int = 0) -> _CallForm:
+    """How a call of the tool is written. `closing`: which writing of the closer (in the template's order; the
+    planner tries the next one when calls written with one do not parse back: Apertus's `}` needs another call
+    after it, its `}]<|tools_suffix|>` does not). Raises IndexError past the last."""
     opener = _opener(field_spec)[0]
     close_spec = _delimiter_spec(field_spec, "close", "close_pattern")
     try:
-        closer = _strip_ws(_skeleton(close_spec, "close"), leading=False)
+        closer = _strip_ws(_skeletons(close_spec, "close", spread=True)[closing], leading=False)
     except _Dead:
+        if closing:
+            raise IndexError(closing) from None
         if not _writes_nothing(close_spec):
             raise
         # the closer writes nothing: a call ends where the next one opens or where the turn ends (Mistral's
@@ -418,7 +451,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
         if keys is not None:
             schema = {"type": "object", "properties": {keys[0]: {"const": name}, keys[1]: parameters},
                       "required": list(keys), "additionalProperties": False}
-        if each:
+        if each and keys is not None:
             # call objects of a list may carry a call id where chat templates write one (Cohere's "tool_call_id"
             # first, Mistral's "id" last); the parser ignores it
             ids = {"tool_call_id": {"type": "string"}} if "tool_call_id" not in keys else {}
@@ -437,10 +470,13 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
             assert keys is not None
             return _write_json([{keys[0]: tool, keys[1]: arguments} for tool, arguments in calls], style)
 
-        def write_body(arguments: dict) -> str:
+        def write_body(arguments: dict, laid_out: bool = False) -> str:
+            value: Any = {keys[0]: name, keys[1]: arguments} if keys else arguments
             if each:
-                return write_items([(name, arguments)])
-            value = {keys[0]: name, keys[1]: arguments} if keys else arguments
+                assert keys is not None
+                value = [value]
+            if laid_out:  # the grammar's JSON whitespace at its worst: a line break around every token
+                return "\n" + _laid_out_json(value) + "\n"
             return _write_json(value, style)
     elif content == "xml-inline":
         if whole:
@@ -463,6 +499,9 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list) -> 
             optional.append((optional_elements[id(piece)], writer(open_text, _split(closer[:last], None, piece)[2])))
     form = _CallForm(name, begin, open_formats + body_elements + close_formats, end, writer(open_text, close_text),
                      optional)
+    if content == "json" and style == "json":
+        form.write_laid_out = lambda arguments: (begin + open_text[len(begin):] + write_body(arguments, True)
+                                                 + close_text + end)
     if item is not None and write_items is not None:
         form.list_item, form.list_at, form.list_body = item, len(open_formats) + 1, list_body
         form.write_list = lambda calls: begin + open_text[len(begin):] + write_items(calls) + close_text + end

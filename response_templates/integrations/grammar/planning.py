@@ -9,7 +9,7 @@ from typing import Any
 from ...core.errors import GrammarError
 from ...core.parse_whole import parse_response
 from ...core.template import CompiledTemplate, load_template
-from .formats import _call_form, _opener, _plain, _sample, _tool_list
+from .formats import _call_form, _leading_literal, _opener, _plain, _sample, _stress_samples, _tool_list
 from .patterns import _Dead, _delimiter_spec, _markers, _Piece, _skeletons
 
 
@@ -37,6 +37,9 @@ class _Plan:
     # an optional part a call's opener starts with, in a format whose messages each open with a header (gpt-oss's
     # `<|start|>assistant`): allowed after the reasoning block and written between calls, where the model writes it
     lead: _Piece | None = None
+    # why free text could open a call the grammar did not mean (Llama's `{"name": ...}` opener is also JSON text),
+    # or None: then only modes without free text ("required", a named function) compile
+    plain_opener: str | None = None
     # content messages opened by their own marker, in a format that drops text outside messages:
     # (open, [closes], what free text writes to open one)
     messages: list = field(default_factory=list)
@@ -99,7 +102,30 @@ def _reasoning(template: CompiledTemplate, prefix: str, markers: list) -> tuple:
     return None, None
 
 
+class _NoParseBack(GrammarError):
+    """Calls written the canonical way do not parse back: another writing of the closer may."""
+
+
+# How many writings of a call's closer the planner tries (the template's order) before it gives up.
+_CLOSINGS_TRIED = 4
+
+
 def _plan(template: Any, tools: Any, prefix: str) -> _Plan:
+    """What the compiler reads from the template for these tools and this prompt, with the first writing of the
+    calls' closer whose calls parse back."""
+    last_failure = None
+    for closing in range(_CLOSINGS_TRIED):
+        try:
+            return _plan_closing(template, tools, prefix, closing)
+        except IndexError:
+            break
+        except _NoParseBack as failure:
+            last_failure = failure  # (the last writing tried got furthest: Llama's `};` fails before its `}`)
+    assert last_failure is not None
+    raise GrammarError(str(last_failure))
+
+
+def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan:
     if isinstance(template, str):
         from ...library import get_template
 
@@ -117,7 +143,7 @@ def _plan(template: Any, tools: Any, prefix: str) -> _Plan:
             raise GrammarError("the template has no tool_calls field: it cannot write a tool call")
         for name, parameters in tool_list:
             try:
-                calls[name] = _call_form(spec, name, parameters, markers)
+                calls[name] = _call_form(spec, name, parameters, markers, closing)
             except _Dead as dead:
                 raise GrammarError(f"tool_calls of this template cannot be compiled: {dead}") from None
     triggers = []
@@ -125,11 +151,10 @@ def _plan(template: Any, tools: Any, prefix: str) -> _Plan:
         trigger = _trigger(form.begin, [other.begin for other in calls.values()])
         if trigger not in triggers:
             triggers.append(trigger)
-    for trigger in triggers:
-        if _plain(trigger):
-            raise GrammarError(f"the call opener {trigger!r} is too plain to tell a call from text (it is also "
-                               "JSON syntax or a word): free text could not be kept from opening calls")
     plan = _Plan(compiled, prefix, tool_list, calls, triggers, markers, reasoning_open, reasoning_tag, "\n")
+    plan.plain_opener = _plain_opener(spec, triggers)
+    if plan.plain_opener is not None:
+        plan.notes.append(f"{plan.plain_opener}: only tool_choice \"required\" and a named function compile")
     if calls:
         _, plan.plain_starts, lead = _opener(spec)
         # only where every message opens with its own header (text outside one is dropped): elsewhere an optional
@@ -295,6 +320,23 @@ def _kinship(one: str, other: str) -> int:
     return start + end
 
 
+def _plain_opener(spec: dict | None, triggers: list) -> str | None:
+    """Why free text could not be kept from opening a call: the call's trigger (or, with no tools, the start of the
+    opener's first writing) is plain text, or the opener spells no text to keep out; None when it can be."""
+    if spec is None:
+        return None
+    if not triggers:
+        try:
+            triggers = [_leading_literal(_opener(spec)[0])]
+        except _Dead:
+            return "the call opener spells no literal text: free text could not be kept from opening calls"
+    for trigger in triggers:
+        if _plain(trigger):
+            return (f"the call opener {trigger!r} is too plain to tell a call from text (it is also JSON syntax or a "
+                    "word): free text could not be kept from opening calls")
+    return None
+
+
 def _trigger(begin: str, begins: list) -> str:
     """The longest literal start the begins of the calls share (so one trigger serves tools named in the opener)."""
     common = begin
@@ -366,9 +408,25 @@ def _self_check(plan: _Plan) -> None:
                 plan.calls_end_answer = True
                 plan.notes.append("calls end the answer: no text after them")
                 continue
-            raise GrammarError(
+            raise _NoParseBack(
                 f"the canonical writing of a call does not parse back ({what}): {text!r} gives "
                 f"{calls if message is not None else 'a parse error'}")
+    # JSON arguments may hold whitespace (line breaks) between any tokens: a closer that also matches where nested
+    # objects end before a line break (Llama's `}` `}`) would end such a call inside its arguments
+    for form in forms:
+        if form.write_laid_out is None:
+            continue
+        for arguments in _stress_samples(dict(plan.tools)[form.tool]):
+            text = form.write_laid_out(arguments)
+            texts = [(text, [(form.tool, arguments)])]
+            if form.write_list is None:  # and before another call
+                texts.append((text + plan.separator + one, [(form.tool, arguments), (first.tool, samples[first.tool])]))
+            for written, wanted in texts:
+                message = _probe(plan.template, lead + written, plan.prefix, _as_tools(plan.tools))
+                if _calls_read(message) != wanted:
+                    raise _NoParseBack(
+                        "calls whose JSON arguments hold line breaks between tokens (whitespace the grammar allows) "
+                        f"do not parse back: {written[:160]!r} gives {_calls_read(message) if message else 'a parse error'}")
     # an optional part stays allowed only where a call written with it parses as the same call, alone, after
     # another call and before text (DSML's self-closing `/` after the tool's name does not: parameters follow)
     for form in forms:
