@@ -791,18 +791,27 @@ def test_json_body_reads_a_body_without_tags(body, wrap, expected):
 @pytest.mark.parametrize(
     ("body", "wrap"),
     [
-        ("Paris", {}),  # text that is not JSON
-        ("[1, 2]", {}),  # JSON, but not an object
         ('{"city": "Paris"', {}),  # cut short
-        ('{"city": "Paris"}', {"open": "<json>", "close": "</json>"}),  # the literals around it are missing
-        ('<json>{"city": "Paris"}', {"open": "<json>", "close": "</json>"}),
+        ('{"city": "Paris"} and more', {}),  # text after the object
+        ('<json>{"city": "Paris"}', {"open": "<json>", "close": "</json>"}),  # its closing literal is missing
+        ('<json> {"city": 1}}</json>', {"open": "<json>", "close": "</json>"}),
     ],
 )
-def test_json_body_refuses_other_text_without_tags(body, wrap):
+def test_json_body_refuses_a_body_that_starts_like_json_but_is_not_one_object(body, wrap):
     with pytest.raises(ValueError, match="no tag and is not one JSON object"):
         json_body_value(body, wrap)
     # without the extension such a body reads as no arguments, as transformers reads it
     assert json_body_value(body, None) == {}
+
+
+@pytest.mark.parametrize(("body", "wrap"), [
+    ("Paris", {}),  # no JSON
+    ("[1, 2]", {}),  # not an object
+    ('<p name="city">Par', {}),  # a tag cut short (the output was truncated)
+    ('{"city": "Paris"}', {"open": "<json>", "close": "</json>"}),  # without the literal that opens it
+])
+def test_json_body_leaves_other_bodies_without_tags_as_no_arguments(body, wrap):
+    assert json_body_value(body, wrap) == {}
 
 
 @pytest.mark.parametrize(("wrap", "problem"), [({"open": 1}, r"json_body\.open must be a string"),

@@ -427,13 +427,13 @@ def parse_xml_inline(text: str, args: dict) -> dict:
 def read_json_body(text: str, opener: str, closer: str) -> dict:
     """The arguments of a call whose body is one JSON object instead of tags (SGLang's "direct JSON" DSML calls,
     Kimi K3's `<|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>`), between the literals `opener` and
-    `closer` and whitespace. A blank body is no arguments; any other text is malformed, not silently `{}`."""
+    `closer` and whitespace. A body that starts like one (the opener, then `{`) but is not one JSON object is
+    malformed, not silently `{}`; any other body without tags (blank, or a tag cut short) is no arguments, as
+    transformers reads it."""
     body = text.strip()
-    if not body:
+    if not body.startswith(opener) or not body[len(opener):].lstrip().startswith("{"):
         return {}
-    inner = None
-    if body.startswith(opener) and body.endswith(closer) and len(body) >= len(opener) + len(closer):
-        inner = body[len(opener):len(body) - len(closer)]
+    inner = body[len(opener):len(body) - len(closer)] if body.endswith(closer) and len(body) >= len(opener) + len(closer) else None
     try:
         value = load_json(inner) if inner is not None else None
     except (JSONTooDeepError, ValueError):
