@@ -181,6 +181,8 @@ def opened_calls(tag, text, sections=()):
 
     def holds_list(node):
         if isinstance(node, dict):
+            if node.get("type") == "grammar":  # a Python call list
+                return True
             schema = node.get("json_schema") if node.get("type") == "json_schema" else None
             if schema is not None and schema.get("type") == "array":  # a list of call objects, not an argument
                 items = schema.get("items") or {}
@@ -191,6 +193,10 @@ def opened_calls(tag, text, sections=()):
 
     def visit(node):
         if isinstance(node, dict):
+            if node.get("type") == "tag" and holds_list(node["content"]):  # a region holding the list of calls
+                pairs.add((node["begin"], node["end"]))
+                lists.add((node["begin"], node["end"]))
+                return
             if node.get("type") in ("triggered_tags", "tags_with_separator"):
                 for tag_node in node["tags"]:
                     if tag_node["content"].get("type") == "any_text":
@@ -225,8 +231,18 @@ def opened_calls(tag, text, sections=()):
             continue
         after = index + len(begin)
         if (begin, end) in lists:  # one region, as many calls as its list has items
-            items, _ = json.JSONDecoder().raw_decode(text, after + len(text[after:]) - len(text[after:].lstrip()))
-            count += len(items)
+            start = after + len(text[after:]) - len(text[after:].lstrip())
+            if text.startswith("[{", start) or text.startswith("[]", start):
+                items, stop = json.JSONDecoder().raw_decode(text, start)
+                count += len(items)
+            else:
+                calls, stop = python_list_items(text, start)
+                count += calls
+            if not begin:
+                break  # a list that opens with no marker is the whole answer
+            close = text.find(end, stop) if end else -1
+            at = stop if close < 0 else close + len(end)
+            continue
         elif len(begin) < 2:  # a plain opener (Llama's `{`) also opens the arguments: the call is one JSON object
             try:
                 _, at = json.JSONDecoder().raw_decode(text, index)
@@ -239,6 +255,35 @@ def opened_calls(tag, text, sections=()):
         close = text.find(end, index + len(begin))
         at = len(text) if close < 0 else close + len(end)
     return count
+
+
+def python_list_items(text, start):
+    """(how many items the Python list at `start` holds at its top level, where it ends): commas outside strings,
+    brackets and parentheses, read without our parser."""
+    depth, items, at, quote = 0, 0, start, None
+    while at < len(text):
+        char = text[at]
+        if quote:
+            if char == "\\":
+                at += 1
+            elif char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char in "[({":
+            depth += 1
+            if depth == 2 and items == 0:
+                items = 1
+        elif char in "])}":
+            depth -= 1
+            if depth == 0:
+                return items, at + 1
+        elif char == "," and depth == 1:
+            items += 1
+        elif depth == 1 and items == 0 and not char.isspace():
+            items = 1
+        at += 1
+    return items, at
 
 
 def end_of_turn(name, output, prefix="", tools=None):
@@ -403,6 +448,33 @@ def test_a_plain_opener_compiles_for_forced_calls_whose_arguments_parse_back(nam
                 jsonschema.validate(call["function"]["arguments"], schemas[call["function"]["name"]])
 
 
+@pytest.mark.parametrize("name, begin, end", [
+    ("lfm2", "<|tool_call_start|>", "<|tool_call_end|>"), ("llama4_pythonic", "", ""), ("gemma-3", "", ""),
+])
+def test_python_call_lists_follow_the_tools_schemas(name, begin, end):
+    weather, search = "get_weather(city='Paris', days=2)", "search_web(query=\"it's\", safe=False, tags=['a'])"
+
+    def region(*calls):
+        return begin + "[" + ", ".join(calls) + "]" + end
+
+    required = structural_tag(name, TOOLS, prefix="", tool_choice="required")
+    assert admits(required, region(weather, search))
+    assert [call["function"] for call in rt.parse_response(region(weather, search), name, prefix="", tools=TOOLS)[
+        "tool_calls"]] == [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}},
+                           {"name": "search_web", "arguments": {"query": "it's", "safe": False, "tags": ["a"]}}]
+    for refused in (region(), region("get_weather(days=2)"), region("get_weather(city=3)"),
+                    region("get_weather(city='a)]b')"), region("get_weather('Paris')")):
+        assert not admits(required, refused), refused  # no call, a required argument missing, a wrong type, ...
+    single = structural_tag(name, TOOLS, prefix="", tool_choice="required", parallel_tool_calls=False)
+    assert admits(single, region(weather)) and not admits(single, region(weather, weather))
+    named = structural_tag(name, TOOLS, prefix="", tool_choice={"type": "function", "function": {"name": "search_web"}})
+    assert admits(named, region(search)) and not admits(named, region(weather))
+    if begin:  # LFM2's list has its own markers: text may stand around it under "auto", and one list only
+        auto = structural_tag(name, TOOLS, prefix="")
+        assert admits(auto, "Let me check. " + region(weather) + " Done.")
+        assert not admits(auto, region(weather) + region(search))
+
+
 def test_none_is_refused_where_free_text_could_open_a_call():
     # Gemma 3's calls are Python lists the parser finds in text: with no marker to keep out, "none" cannot hold
     with pytest.raises(GrammarError, match="spells no literal text"):
@@ -473,8 +545,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (223 of 367 when this floor was set, with Mistral's and the JSON-list formats compiled): it may grow, not shrink.
-ADMITTED_FLOOR = 220
+# (230 of 406 when this floor was set, with the list formats compiled and the templates compiled for forced calls
+# only counted as refusing under "auto"): it may grow, not shrink.
+ADMITTED_FLOOR = 228
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -70,9 +70,9 @@ def test_a_prompt_that_opens_the_reasoning_starts_the_grammar_inside_it():
 
 
 def test_a_template_it_cannot_express_is_refused_with_the_reason():
-    # LFM2's calls are a Python call list
-    with pytest.raises(GrammarError, match="list of calls written as 'python-call-list' is not compiled") as caught:
-        rt.structural_tag("lfm2", TOOLS)
+    # FunctionGemma's JSON dialect (<escape> strings, bare keys) is no JSON style xgrammar writes
+    with pytest.raises(GrammarError, match="string_delims/unquoted_keys") as caught:
+        rt.structural_tag("functiongemma", TOOLS)
     assert isinstance(caught.value, TemplateError) and isinstance(caught.value, ValueError)
     with pytest.raises(GrammarError, match="no tool_calls field"):
         rt.structural_tag({"start_anchor": "<|assistant|>", "fields": {"content": {}}}, TOOLS)

@@ -82,6 +82,14 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
         elements.append(_free_text(_excludes(plan)))
         elements.append({"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
                          "at_least_one": False, "stop_after_first": not parallel or _one_region(plan)})
+    elif tool_choice == "auto" and _one_region(plan) and not (plan.messages or plan.wrappers):
+        # one region holds the list of calls, text may surround it: text, then perhaps the region and text that
+        # cannot open another one (a second region would not be read as more calls)
+        tags = _tags(plan, names, parallel)
+        region = tags[0] if len(tags) == 1 else {"type": "or", "elements": tags}
+        elements.append(_free_text(_excludes(plan)))
+        elements.append({"type": "optional", "content": {"type": "sequence", "elements": [
+            region, _free_text(_excludes(plan, plan.triggers))]}})
     elif tool_choice == "auto":
         tags = _tags(plan, names, parallel)
         for opener, closer in plan.wrappers:

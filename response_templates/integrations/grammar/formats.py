@@ -11,8 +11,8 @@ from typing import Any
 
 from ...core.errors import GrammarError
 from .patterns import (
-    _MARKER_CHARS,
     _JSON_WS_MAX,
+    _MARKER_CHARS,
     _WS_MAX,
     _Dead,
     _delimiter_spec,
@@ -24,6 +24,7 @@ from .patterns import (
     _walk,
     _writes_nothing,
 )
+from .python_calls import PythonCallRules, call_list_grammar, python_call
 
 
 @dataclass
@@ -40,10 +41,11 @@ class _CallForm:
     # a region holding a list of calls (transform_each: Mistral v3's `[TOOL_CALLS][{...}, {...}]`): this tool's item
     # schema, the index in `elements` of the list's format, how that format is built for a set of items (the tools
     # of one tag) and parallel_tool_calls, and the canonical text of one region holding [(tool, arguments)]
-    list_item: dict | None = None
+    list_item: Any = None
     list_at: int = -1
     list_body: Callable[[list, bool], dict] | None = None
-    write_list: Callable[[list], str] | None = None
+    write_list: Callable[..., str] | None = None  # (calls, call_id=None): a call id key written in each item
+    list_ids: list = field(default_factory=list)
     # for JSON arguments: a call written with a line break around every JSON token, as the grammar allows
     write_laid_out: Callable[[dict], str] | None = None
 
@@ -399,18 +401,32 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     """How a call of the tool is written. `closing`: which writing of the closer (in the template's order; the
     planner tries the next one when calls written with one do not parse back: Apertus's `}` needs another call
     after it, its `}]<|tools_suffix|>` does not). Raises IndexError past the last."""
-    opener = _opener(field_spec)[0]
-    close_spec = _delimiter_spec(field_spec, "close", "close_pattern")
+    open_spec = _delimiter_spec(field_spec, "open", "open_pattern")
     try:
-        closer = _strip_ws(_skeletons(close_spec, "close", spread=True)[closing], leading=False)
+        opener = _opener(field_spec)[0]
     except _Dead:
-        if closing:
-            raise IndexError(closing) from None
-        if not _writes_nothing(close_spec):
+        if not _writes_nothing(open_spec):
             raise
+        # the opener writes nothing (a lookahead for `[name(`: Gemma 3's and Llama 4's Python call lists): the call
+        # is its body alone, which only a grammar without free text can write
+        opener = []
+    close_spec = _delimiter_spec(field_spec, "close", "close_pattern")
+    silent = _writes_nothing(close_spec)
+    # the writings of the closer, in the template's order; a call that opens with no text tries ending with none
+    # first (Gemma 3's bare list, not the fence its closer also spells for a list that opened with one)
+    try:
+        writings = _skeletons(close_spec, "close", spread=True)
+    except _Dead:
+        if not silent:
+            raise
+        writings = []
+    if silent and (not opener or not writings):
         # the closer writes nothing: a call ends where the next one opens or where the turn ends (Mistral's
         # `[TOOL_CALLS]name[ARGS]{...}`); the self-check parses calls written so, and the grammar lets no text follow
-        closer = []
+        writings = [[]] + writings if not opener else writings + [[]]
+    if closing >= len(writings):
+        raise IndexError(closing)
+    closer = _strip_ws(writings[closing], leading=False)
     has_name = any(p.kind == "group" and p.text == "name" for p in opener)
     content = field_spec.get("content", "text")
     transform = field_spec.get("transform")
@@ -421,8 +437,10 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     if each:
         # a list of call objects, each read by the transform: {"name": "{KEY}", "arguments": "{KEY}"}
         keys = _transform_keys(function, "")
-        if content != "json":
-            raise _Dead(f"a list of calls written as {content!r} is not compiled (JSON lists are)")
+        if content not in ("json", "python-call-list"):
+            raise _Dead(f"a list of calls written as {content!r} is not compiled (JSON and Python lists are)")
+        if content == "python-call-list" and keys != ("name", "arguments"):
+            raise _Dead(f"transform {transform!r} of a Python call list: expected {{name: '{{name}}', arguments: '{{arguments}}'}}")
         if keys is None:
             raise _Dead(f"transform {transform!r} of each call of a list: expected {{name: '{{KEY}}', arguments: '{{KEY}}'}}")
     whole = keys is not None
@@ -434,7 +452,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
                     "arguments: '{content}'}} with the name in the opener")
     optional_elements: dict = {}
     begin, open_formats, open_text = _split(opener, name, elements=optional_elements)
-    if not begin:
+    if not begin and opener:
         raise _Dead("the opener does not start with literal text")
     # the closer's last literal is the tag's end; what comes before it belongs to the content
     last = max((i for i, p in enumerate(closer) if p.kind == "lit"), default=-1)
@@ -444,7 +462,8 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     trailing = closer[last + 1:]
     if any(p.kind not in ("ws", "opt") for p in trailing):
         raise _Dead("the closer ends with a group")
-    item = list_body = write_items = None
+    item: Any = None  # the item of a list of calls: a JSON schema, or a Python call's rules
+    list_body = write_items = None
     if content == "json":
         args = field_spec.get("content_args") or {}
         schema = parameters
@@ -466,9 +485,12 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
         body, style = _json_body(schema, args, markers)
         body_elements = [_ws(0), body, _ws(0)]
 
-        def write_items(calls: list) -> str:
+        def write_items(calls: list, call_id: str | None = None) -> str:
             assert keys is not None
-            return _write_json([{keys[0]: tool, keys[1]: arguments} for tool, arguments in calls], style)
+            before = {"tool_call_id": "0"} if call_id == "tool_call_id" else {}
+            after = {"id": "call0"} if call_id == "id" else {}
+            return _write_json([{**before, keys[0]: tool, keys[1]: arguments, **after} for tool, arguments in calls],
+                               style)
 
         def write_body(arguments: dict, laid_out: bool = False) -> str:
             value: Any = {keys[0]: name, keys[1]: arguments} if keys else arguments
@@ -478,6 +500,20 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
             if laid_out:  # the grammar's JSON whitespace at its worst: a line break around every token
                 return "\n" + _laid_out_json(value) + "\n"
             return _write_json(value, style)
+    elif content == "python-call-list" and each:
+        rules = PythonCallRules(name, parameters)
+        item = rules
+
+        def list_body(items: list, parallel: bool) -> dict:
+            return {"type": "grammar", "grammar": call_list_grammar(items, parallel)}
+
+        body_elements = [_ws(0), list_body([rules], True), _ws(0)]
+
+        def write_items(calls: list, call_id: str | None = None) -> str:
+            return "[" + ", ".join(python_call(tool, arguments) for tool, arguments in calls) + "]"
+
+        def write_body(arguments: dict, laid_out: bool = False) -> str:
+            return write_items([(name, arguments)])
     elif content == "xml-inline":
         if whole:
             raise _Dead("xml-inline content with the name inside it")
@@ -504,5 +540,8 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
                                                  + close_text + end)
     if item is not None and write_items is not None:
         form.list_item, form.list_at, form.list_body = item, len(open_formats) + 1, list_body
-        form.write_list = lambda calls: begin + open_text[len(begin):] + write_items(calls) + close_text + end
+        form.write_list = lambda calls, call_id=None: (begin + open_text[len(begin):] + write_items(calls, call_id)
+                                                      + close_text + end)
+        if isinstance(item, dict):  # the call ids the item allows, each kept only if the parser reads a call with it
+            form.list_ids = [key for key in ("tool_call_id", "id") if key in item["properties"] and key not in (keys or ())]
     return form

@@ -313,7 +313,8 @@ def _writes_nothing(delimiter: Any) -> bool:
         return False
     parsed, names = _parse_pattern(delimiter[len("\0pattern:"):])
     items = list(parsed)
-    alternatives = items[0][1][1] if len(items) == 1 and items[0][0] is _sre.BRANCH else [items]
+    # (the alternatives of an alternation inside the top-level sequence count too: Gemma 3's `(?:```|(?=\\Z|...))`)
+    alternatives = items[0][1][1] if len(items) == 1 and items[0][0] is _sre.BRANCH else _spread(items)
     for alternative in alternatives:
         out: list = []
         try:

@@ -155,7 +155,7 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     plan.plain_opener = _plain_opener(spec, triggers)
     if plan.plain_opener is not None:
         plan.notes.append(f"{plan.plain_opener}: only tool_choice \"required\" and a named function compile")
-    if calls:
+    if calls and any(form.begin for form in calls.values()):
         _, plan.plain_starts, lead = _opener(spec)
         # only where every message opens with its own header (text outside one is dropped): elsewhere an optional
         # start of the opener is markup of calls (DeepSeek's section marker), not of messages
@@ -331,6 +331,8 @@ def _plain_opener(spec: dict | None, triggers: list) -> str | None:
         except _Dead:
             return "the call opener spells no literal text: free text could not be kept from opening calls"
     for trigger in triggers:
+        if not trigger:
+            return "the call opener spells no literal text: free text could not be kept from opening calls"
         if _plain(trigger):
             return (f"the call opener {trigger!r} is too plain to tell a call from text (it is also JSON syntax or a "
                     "word): free text could not be kept from opening calls")
@@ -387,9 +389,12 @@ def _self_check(plan: _Plan) -> None:
         ("one call", lead + one, [first.tool]),
         ("two calls", lead + two, [first.tool, second.tool]),
         ("text before a call", lead + "Sure, let me check. " + one, [first.tool]),
-        ("text after a call", lead + one + " Done.", [first.tool]),
+        # (text of several kinds: Granite 3 reads a call's end only before a capital letter or a line break)
+        *[("text after a call", lead + one + after, [first.tool]) for after in (" Done.", "done.", " 2 more.", "\nok")],
         ("reasoning then a call", _reasoning_text(plan) + one, [first.tool]),
     ]
+    if plan.plain_opener is not None:  # free text is never written beside calls (only forced calls compile)
+        cases = [case for case in cases if not case[0].startswith("text ")]
     if plan.lead is not None:
         reasoning = _reasoning_text(plan) + plan.lead.sample
         cases += [("reasoning, the opener's optional start, then a call", reasoning + one, [first.tool]),
@@ -405,12 +410,23 @@ def _self_check(plan: _Plan) -> None:
                 plan.lead = None
                 continue
             if what == "text after a call":
-                plan.calls_end_answer = True
-                plan.notes.append("calls end the answer: no text after them")
+                if not plan.calls_end_answer:
+                    plan.calls_end_answer = True
+                    plan.notes.append("calls end the answer: no text after them")
                 continue
             raise _NoParseBack(
                 f"the canonical writing of a call does not parse back ({what}): {text!r} gives "
                 f"{calls if message is not None else 'a parse error'}")
+    # a call id in the items of a list of calls stays allowed only where the parser reads the call with it (xLAM's
+    # opener wants "name" first)
+    for form in forms:
+        for key in list(form.list_ids):
+            assert form.write_list is not None
+            text = form.write_list([(form.tool, samples[form.tool])], key)
+            if _calls_read(_probe(plan.template, lead + text, plan.prefix, _as_tools(plan.tools))) != [
+                    (form.tool, samples[form.tool])]:
+                form.list_ids.remove(key)
+                del form.list_item["properties"][key]
     # JSON arguments may hold whitespace (line breaks) between any tokens: a closer that also matches where nested
     # objects end before a line break (Llama's `}` `}`) would end such a call inside its arguments
     for form in forms:
