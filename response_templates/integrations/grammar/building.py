@@ -45,75 +45,85 @@ def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
 
 
 def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
-    elements: list = []
-    after = [{"type": "regex", "pattern": plan.lead.text}] if plan.lead is not None else []
-    if plan.reasoning_open is not None:
-        inner = [m for m in plan.markers if m != plan.reasoning_open] + plan.triggers
-        elements.append({"type": "tag", "begin": "", "content": _free_text(inner), "end": plan.reasoning_open})
-        elements.extend(after)
-    elif plan.reasoning_tag is not None:
-        inner = [m for m in plan.markers if m not in plan.reasoning_tag] + plan.triggers
-        elements.append(_ws(0))  # layout before the block (GLM-4.5 writes "\n<think>")
-        block = {"type": "tag", "begin": plan.reasoning_tag[0], "content": _free_text(inner), "end": plan.reasoning_tag[1]}
-        elements.append({"type": "optional", "content": {"type": "sequence", "elements": [block, *after]}
-                         if after else block})
-    names = list(plan.calls)
-    if isinstance(tool_choice, dict):
-        names = [tool_choice["function"]["name"]]
-    # the answer as a message, where text outside messages is dropped (gpt-oss's final channel)
-    messages = [{"type": "tag", "begin": opener, "end": ends if len(ends) > 1 else ends[0],
-                 "content": _free_text([m for m in plan.markers if m not in ends])} for opener, ends, _ in plan.messages]
-    message_triggers = [trigger for _, _, trigger in plan.messages]
+    names = [tool_choice["function"]["name"]] if isinstance(tool_choice, dict) else list(plan.calls)
     if plan.plain_opener is not None and (tool_choice in ("auto", "none") or not names):
         forced = ', so only "required" and a named function compile for this template' if plan.calls else ""
         raise GrammarError(f"{plan.plain_opener}: tool_choice={tool_choice!r} leaves text free{forced}")
     if tool_choice == "none" or not names:
-        if messages:
-            elements.append({"type": "triggered_tags", "triggers": message_triggers, "tags": messages,
-                             "at_least_one": False, "stop_after_first": False,
-                             "excludes": _excludes(plan, plan.triggers)})
-        else:
-            elements.append(_free_text(_excludes(plan, plan.triggers)))
-    elif tool_choice == "auto" and plan.calls_end_answer:
-        # text after a call would be read as part of it: free text first, then (perhaps) calls to the end
-        if plan.messages or plan.wrappers:
-            raise GrammarError("this template reads text written after a call as part of the call, and its calls "
-                               'sit in messages or sections: tool_choice="auto" is not compiled for it')
-        elements.append(_free_text(_excludes(plan)))
-        elements.append({"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
-                         "at_least_one": False, "stop_after_first": not parallel or _one_region(plan)})
-    elif tool_choice == "auto" and _one_region(plan) and not (plan.messages or plan.wrappers):
-        # one region holds the list of calls, text may surround it: text, then perhaps the region and text that
-        # cannot open another one (a second region would not be read as more calls)
-        tags = _tags(plan, names, parallel)
-        region = tags[0] if len(tags) == 1 else {"type": "or", "elements": tags}
-        elements.append(_free_text(_excludes(plan)))
-        elements.append({"type": "optional", "content": {"type": "sequence", "elements": [
-            region, _free_text(_excludes(plan, plan.triggers))]}})
+        answer = _text_answer(plan)
     elif tool_choice == "auto":
-        tags = _tags(plan, names, parallel)
-        for opener, closer in plan.wrappers:
-            group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": _tags(plan, names, parallel)}]}
-            if parallel:
-                group = {"type": "plus", "content": group}
-            tags.append({"type": "tag", "begin": opener, "end": closer,
-                         "content": {"type": "sequence", "elements": [group, _ws(0)]}})
-        # a section opener that starts with a call's trigger is reached through that trigger (xgrammar wants each
-        # tag under one trigger)
-        triggers = plan.triggers + [opener for opener, _ in plan.wrappers
-                                    if not any(opener.startswith(trigger) for trigger in plan.triggers)]
-        tags += messages
-        triggers += message_triggers
-        elements.append({"type": "triggered_tags", "triggers": triggers, "tags": tags, "at_least_one": False,
-                         "stop_after_first": not parallel or _one_region(plan), "excludes": _excludes(plan)})
-    else:
-        elements.append(_ws(0))
-        elements.append({"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
-                         "at_least_one": True, "stop_after_first": not parallel or _one_region(plan)})
+        answer = _chosen_answer(plan, names, parallel)
+    else:  # "required" or a named function: calls only
+        answer = [_ws(0), {"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
+                           "at_least_one": True, "stop_after_first": not parallel or _one_region(plan)}]
+    elements = _reasoning_part(plan) + answer
     fmt = elements[0] if len(elements) == 1 else {"type": "sequence", "elements": elements}
     # (a plain opener, Llama's `{`, cannot open a call inside a JSON string: its quotes would be escaped there)
     _exclude_triggers(fmt, [trigger for trigger in plan.triggers if not _plain(trigger)])
     return {"type": "structural_tag", "format": fmt}
+
+
+def _reasoning_part(plan: _Plan) -> list:
+    """The reasoning block: closing the one the prompt left open, or one the answer may start with."""
+    after = [{"type": "regex", "pattern": plan.lead.text}] if plan.lead is not None else []
+    if plan.reasoning_open is not None:
+        inner = [m for m in plan.markers if m != plan.reasoning_open] + plan.triggers
+        return [{"type": "tag", "begin": "", "content": _free_text(inner), "end": plan.reasoning_open}, *after]
+    if plan.reasoning_tag is not None:
+        inner = [m for m in plan.markers if m not in plan.reasoning_tag] + plan.triggers
+        block = {"type": "tag", "begin": plan.reasoning_tag[0], "content": _free_text(inner), "end": plan.reasoning_tag[1]}
+        # (layout before the block: GLM-4.5 writes "\n<think>")
+        return [_ws(0), {"type": "optional", "content": {"type": "sequence", "elements": [block, *after]}
+                         if after else block}]
+    return []
+
+
+def _messages_of(plan: _Plan) -> list:
+    """The answer as a message, where text outside messages is dropped (gpt-oss's final channel)."""
+    return [{"type": "tag", "begin": opener, "end": ends if len(ends) > 1 else ends[0],
+             "content": _free_text([m for m in plan.markers if m not in ends])} for opener, ends, _ in plan.messages]
+
+
+def _text_answer(plan: _Plan) -> list:
+    """No call: free text, or the format's content messages."""
+    if plan.messages:
+        return [{"type": "triggered_tags", "triggers": [trigger for _, _, trigger in plan.messages],
+                 "tags": _messages_of(plan), "at_least_one": False, "stop_after_first": False,
+                 "excludes": _excludes(plan, plan.triggers)}]
+    return [_free_text(_excludes(plan, plan.triggers))]
+
+
+def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
+    """"auto": text, and calls where the model opens one."""
+    if plan.calls_end_answer:
+        # text after a call would be read as part of it: free text first, then (perhaps) calls to the end
+        if plan.messages or plan.wrappers:
+            raise GrammarError("this template reads text written after a call as part of the call, and its calls "
+                               'sit in messages or sections: tool_choice="auto" is not compiled for it')
+        return [_free_text(_excludes(plan)),
+                {"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
+                 "at_least_one": False, "stop_after_first": not parallel or _one_region(plan)}]
+    if _one_region(plan) and not (plan.messages or plan.wrappers):
+        # one region holds the list of calls, text may surround it: text, then perhaps the region and text that
+        # cannot open another one (a second region would not be read as more calls)
+        tags = _tags(plan, names, parallel)
+        region = tags[0] if len(tags) == 1 else {"type": "or", "elements": tags}
+        return [_free_text(_excludes(plan)), {"type": "optional", "content": {"type": "sequence", "elements": [
+            region, _free_text(_excludes(plan, plan.triggers))]}}]
+    tags = _tags(plan, names, parallel)
+    for opener, closer in plan.wrappers:
+        group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": _tags(plan, names, parallel)}]}
+        if parallel:
+            group = {"type": "plus", "content": group}
+        tags.append({"type": "tag", "begin": opener, "end": closer,
+                     "content": {"type": "sequence", "elements": [group, _ws(0)]}})
+    # a section opener that starts with a call's trigger is reached through that trigger (xgrammar wants each tag
+    # under one trigger)
+    triggers = plan.triggers + [opener for opener, _ in plan.wrappers
+                                if not any(opener.startswith(trigger) for trigger in plan.triggers)]
+    return [{"type": "triggered_tags", "triggers": triggers + [trigger for _, _, trigger in plan.messages],
+             "tags": tags + _messages_of(plan), "at_least_one": False,
+             "stop_after_first": not parallel or _one_region(plan), "excludes": _excludes(plan)}]
 
 
 def _exclude_triggers(node: Any, triggers: list) -> None:

@@ -282,13 +282,7 @@ def _skeletons(delimiter: Any, what: str, fill: dict | None = None, spread: bool
     if isinstance(delimiter, str) and not delimiter.startswith("\0pattern:"):
         return [[_Piece("lit", delimiter)]]
     pattern = delimiter[len("\0pattern:"):]
-    parsed, names = _parse_pattern(pattern)
-    items = list(parsed)
-    alternatives = [items]
-    if len(items) == 1 and items[0][0] is _sre.BRANCH:
-        alternatives = items[0][1][1]
-    elif spread:
-        alternatives = _spread(items)
+    alternatives, names = _alternatives(pattern, spread)
     reasons, found = [], []
     for alternative in alternatives:
         out: list = []
@@ -311,10 +305,8 @@ def _writes_nothing(delimiter: Any) -> bool:
     whitespace): a closer that lets a call end where the next call opens or where the turn ends."""
     if not (isinstance(delimiter, str) and delimiter.startswith("\0pattern:")):
         return False
-    parsed, names = _parse_pattern(delimiter[len("\0pattern:"):])
-    items = list(parsed)
     # (the alternatives of an alternation inside the top-level sequence count too: Gemma 3's `(?:```|(?=\\Z|...))`)
-    alternatives = items[0][1][1] if len(items) == 1 and items[0][0] is _sre.BRANCH else _spread(items)
+    alternatives, names = _alternatives(delimiter[len("\0pattern:"):], spread=True)
     for alternative in alternatives:
         out: list = []
         try:
@@ -324,6 +316,16 @@ def _writes_nothing(delimiter: Any) -> bool:
         if all(piece.kind in ("ws", "opt") for piece in out):
             return True
     return False
+
+
+def _alternatives(pattern: str, spread: bool) -> tuple:
+    """(the top-level alternatives of a pattern, each a sequence of items; with `spread`, those of an alternation
+    inside its top-level sequence too; the names of its groups)."""
+    parsed, names = _parse_pattern(pattern)
+    items = list(parsed)
+    if len(items) == 1 and items[0][0] is _sre.BRANCH:
+        return items[0][1][1], names
+    return (_spread(items) if spread else [items]), names
 
 
 def _spread(items: list) -> list:
