@@ -475,6 +475,32 @@ def test_python_call_lists_follow_the_tools_schemas(name, begin, end):
         assert not admits(auto, region(weather) + region(search))
 
 
+def test_a_content_message_the_prompt_left_open_is_closed_before_calls():
+    # Kimi K3 with thinking off: the prompt opens the response channel, the model writes its text and closes it
+    prefix = ('<|open|>message role="user"<|sep|>Weather?<|close|>message<|sep|><|end_of_msg|>'
+              '<|open|>message role="assistant"<|sep|><|open|>response<|sep|>')
+    call = planning._plan("kimi-k3", WEATHER, prefix).calls["get_weather"].write({"city": "Paris"})
+    text = "Checking.<|close|>response<|sep|><|open|>tools<|sep|>" + call + "<|close|>tools<|sep|>"
+    assert admits(structural_tag("kimi-k3", WEATHER, prefix=prefix), text)
+    message = rt.parse_response(text, "kimi-k3", prefix=prefix, tools=WEATHER)
+    assert message["content"] == "Checking." and message["tool_calls"][0]["function"]["arguments"] == {"city": "Paris"}
+    rng = random.Random("kimi-k3 response open")
+    sections = [opener for opener, _ in planning._plan("kimi-k3", TOOLS, prefix).wrappers]
+    for choice, parallel in MODES:
+        tag = structural_tag("kimi-k3", TOOLS, prefix=prefix, tool_choice=choice, parallel_tool_calls=parallel)
+        walker = Walker(grammar_markers(tag, set()))
+        compiled = walker.compiler.compile_structural_tag(json.dumps(tag))
+        for _ in range(WALKS):
+            written = walker.walk(compiled, rng)
+            if written is None:
+                continue
+            calls = rt.parse_response(written, "kimi-k3", prefix=prefix, tools=TOOLS).get("tool_calls") or []
+            assert len(calls) == opened_calls(tag, written, sections), written
+            assert (choice == "none") == (not calls) or choice == "auto", written
+            for found in calls:
+                jsonschema.validate(found["function"]["arguments"], SCHEMAS[found["function"]["name"]])
+
+
 def test_none_is_refused_where_free_text_could_open_a_call():
     # Gemma 3's calls are Python lists the parser finds in text: with no marker to keep out, "none" cannot hold
     with pytest.raises(GrammarError, match="spells no literal text"):

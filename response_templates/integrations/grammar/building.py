@@ -66,6 +66,9 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
 def _reasoning_part(plan: _Plan) -> list:
     """The reasoning block: closing the one the prompt left open, or one the answer may start with."""
     after = [{"type": "regex", "pattern": plan.lead.text}] if plan.lead is not None else []
+    if plan.content_open is not None:  # the prompt opened the answer's message: its text runs up to its close
+        inner = [m for m in plan.markers if m != plan.content_open] + plan.triggers
+        return [{"type": "tag", "begin": "", "content": _free_text(inner), "end": plan.content_open}]
     if plan.reasoning_open is not None:
         inner = [m for m in plan.markers if m != plan.reasoning_open] + plan.triggers
         return [{"type": "tag", "begin": "", "content": _free_text(inner), "end": plan.reasoning_open}, *after]

@@ -37,6 +37,9 @@ class _Plan:
     # an optional part a call's opener starts with, in a format whose messages each open with a header (gpt-oss's
     # `<|start|>assistant`): allowed after the reasoning block and written between calls, where the model writes it
     lead: _Piece | None = None
+    # the prompt left a content message open (Kimi K3's non-thinking `<|open|>response<|sep|>`): the text that
+    # closes it, which the answer's text runs up to before any call
+    content_open: str | None = None
     # why free text could open a call the grammar did not mean (Llama's `{"name": ...}` opener is also JSON text),
     # or None: then only modes without free text ("required", a named function) compile
     plain_opener: str | None = None
@@ -163,6 +166,7 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
         if lead is not None and _drops_bare_text(compiled, prefix, after_reasoning):
             plan.lead = lead
     if calls:
+        plan.content_open = _content_open(plan)
         _self_check(plan)
         plan.wrappers = _wrappers(plan)
     if plan.plain_starts:
@@ -320,6 +324,27 @@ def _kinship(one: str, other: str) -> int:
     return start + end
 
 
+def _content_open(plan: _Plan) -> str | None:
+    """When the prompt ends with a marker that opens the answer's text (Kimi K3 with thinking off ends with
+    `<|open|>response<|sep|>`), the template's closing marker spelled most like it (`<|close|>response<|sep|>`) for
+    which text closed by it, then a call, parses as that text and the call; None otherwise."""
+    spec = plan.template.source.get("fields", {}).get("content")
+    if not spec or plan.reasoning_open is not None:
+        return None
+    tail = plan.prefix.rstrip()
+    opened = max((marker for marker in plan.markers if tail.endswith(marker)), key=len, default=None)
+    if opened is None:
+        return None
+    closes = [marker for marker in plan.markers if _closes(opened, marker)]  # found by parsing below
+    form = next(iter(plan.calls.values()))
+    sample = _sample(dict(plan.tools)[form.tool])
+    for close in sorted(closes, key=lambda close: -_kinship(opened, close)):
+        message = _probe(plan.template, "Answer." + close + form.write(sample), plan.prefix, _as_tools(plan.tools))
+        if message is not None and message.get("content") == "Answer." and _calls_read(message) == [(form.tool, sample)]:
+            return close
+    return None
+
+
 def _plain_opener(spec: dict | None, triggers: list) -> str | None:
     """Why free text could not be kept from opening a call: the call's trigger (or, with no tools, the start of the
     opener's first writing) is plain text, or the opener spells no text to keep out; None when it can be."""
@@ -368,8 +393,9 @@ def _self_check(plan: _Plan) -> None:
     samples = {form.tool: _sample(dict(plan.tools)[form.tool]) for form in forms}
     first, second = forms[0], forms[-1]
     one = first.write(samples[first.tool])
-    # the grammar closes a reasoning block the prompt left open before anything else
-    lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    # the grammar closes a reasoning block (or a content message) the prompt left open before anything else
+    lead = _reasoning_text(plan) if plan.reasoning_open is not None else (
+        "Answer." + plan.content_open if plan.content_open is not None else "")
     if plan.lead is not None:  # the header every message starts with separates calls too (`<|start|>assistant`)
         joined = _probe(plan.template, lead + one + plan.lead.sample + second.write(samples[second.tool]),
                         plan.prefix, _as_tools(plan.tools))
