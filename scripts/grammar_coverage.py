@@ -2,7 +2,7 @@
 `response_templates.structural_tag` compiles, and the reason for each it refuses.
 
     python scripts/grammar_coverage.py          # rewrite the table
-    python scripts/grammar_coverage.py --check  # exit 1 when the file is out of date
+    python scripts/grammar_coverage.py --check  # exit 1 when the file is out of date (tests/test_readme.py runs it)
 """
 
 import sys

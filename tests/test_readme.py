@@ -102,6 +102,13 @@ def test_api_reference_is_current():
     assert "(docs/api.md)" in README and "templates/FORMAT.md)" in README
 
 
+def test_grammar_coverage_table_is_current():
+    # docs/grammar.md's table of which templates the grammar compiler accepts, generated from the code
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "grammar_coverage.py"), "--check"],
+                            capture_output=True, text=True, env=_env())
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_quick_start_shows_the_transformers_flow_first():
     first = _blocks("## Quick start")[0]
     assert "AutoTokenizer.from_pretrained(" in first and "tokenizer.parse_response(" in first
