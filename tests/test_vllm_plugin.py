@@ -475,15 +475,21 @@ def test_the_reasoning_parser_tells_vllm_where_the_reasoning_ends():
 
 
 def test_a_template_the_compiler_cannot_express_is_refused_with_the_reason():
-    """Llama 3.1 opens a call with a bare `{`: no grammar can keep text from opening calls, so a forced choice is
-    answered with a validation error (HTTP 400) that says so; "auto" still works, unconstrained."""
+    """FunctionGemma's JSON dialect (<escape> strings) is no style xgrammar writes, so a forced choice is answered
+    with a validation error (HTTP 400) that says so; "auto" still works, unconstrained. Llama 3.1 opens a call with
+    a bare `{`: a forced choice is constrained (the calls are the whole answer), but a strict tool under "auto",
+    where free text could open calls, is refused."""
     from vllm.exceptions import VLLMValidationError
 
     with pytest.raises(VLLMValidationError, match=r"tool_choice=\"required\" with --tool-call-parser "
-                                                  r"response_templates: .*call opener '\{' is too plain") as raised:
-        _adjusted("llama3.1", reasoning=False, tool_choice="required")
+                                                  r"response_templates: .*string_delims/unquoted_keys") as raised:
+        _adjusted("functiongemma", reasoning=False, tool_choice="required")
     assert raised.value.parameter == "tool_choice"
-    assert _adjusted("llama3.1", reasoning=False, tool_choice="auto").structured_outputs is None
+    assert _adjusted("functiongemma", reasoning=False, tool_choice="auto").structured_outputs is None
+    assert _adjusted("llama3.1", reasoning=False, tool_choice="required").structured_outputs is not None
+    strict = [{**WEATHER, "function": {**WEATHER["function"], "strict": True}}]
+    with pytest.raises(VLLMValidationError, match=r"call opener '\{' is too plain"):
+        _adjusted("llama3.1", reasoning=False, tool_choice="auto", tools=strict)
 
 
 def test_a_request_that_constrains_its_output_itself_is_refused():
