@@ -110,6 +110,16 @@ class Walker:
         return None  # ran too long: not judged
 
 
+def walks(tag, rng, count=WALKS):
+    """`count` random strings the grammar of `tag` admits (walks that ran too long are left out)."""
+    walker = Walker(grammar_markers(tag, set()))
+    compiled = walker.compiler.compile_structural_tag(json.dumps(tag))
+    for _ in range(count):
+        text = walker.walk(compiled, rng)
+        if text is not None:
+            yield text
+
+
 def grammar_markers(node, found):
     if isinstance(node, dict):
         for key in ("begin", "end"):
@@ -143,12 +153,7 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                     f"{name} compiles for tool_choice='required' but not for {choice!r}")
                 continue
             sections = [opener for opener, _ in planning._plan(name, TOOLS, prefix).wrappers]
-            walker = Walker(grammar_markers(tag, set()))
-            compiled = walker.compiler.compile_structural_tag(json.dumps(tag))
-            for _ in range(WALKS):
-                text = walker.walk(compiled, rng)
-                if text is None:
-                    continue
+            for text in walks(tag, rng):
                 where = f"{name} prefix={prefix[-40:]!r} tool_choice={choice} parallel={parallel}: {text!r}"
                 try:
                     message = rt.parse_response(text, name, prefix=prefix, tools=TOOLS)
@@ -434,12 +439,7 @@ def test_a_plain_opener_compiles_for_forced_calls_whose_arguments_parse_back(nam
     rng = random.Random(name)
     for choice, parallel in MODES[1:4]:
         tag = structural_tag(name, FLAT_TOOLS, prefix="", tool_choice=choice, parallel_tool_calls=parallel)
-        walker = Walker(grammar_markers(tag, set()))
-        compiled = walker.compiler.compile_structural_tag(json.dumps(tag))
-        for _ in range(WALKS * 2):
-            text = walker.walk(compiled, rng)
-            if text is None:
-                continue
+        for text in walks(tag, rng, WALKS * 2):
             calls = rt.parse_response(text, name, prefix="", tools=FLAT_TOOLS).get("tool_calls") or []
             assert 1 <= len(calls) == opened_calls(tag, text) and (parallel or len(calls) == 1), text
             for call in calls:
@@ -488,12 +488,7 @@ def test_a_content_message_the_prompt_left_open_is_closed_before_calls():
     sections = [opener for opener, _ in planning._plan("kimi-k3", TOOLS, prefix).wrappers]
     for choice, parallel in MODES:
         tag = structural_tag("kimi-k3", TOOLS, prefix=prefix, tool_choice=choice, parallel_tool_calls=parallel)
-        walker = Walker(grammar_markers(tag, set()))
-        compiled = walker.compiler.compile_structural_tag(json.dumps(tag))
-        for _ in range(WALKS):
-            written = walker.walk(compiled, rng)
-            if written is None:
-                continue
+        for written in walks(tag, rng):
             calls = rt.parse_response(written, "kimi-k3", prefix=prefix, tools=TOOLS).get("tool_calls") or []
             assert len(calls) == opened_calls(tag, written, sections), written
             assert (choice == "none") == (not calls) or choice == "auto", written

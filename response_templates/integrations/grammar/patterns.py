@@ -121,6 +121,16 @@ def _is_anything(items: Any) -> bool:
     return False
 
 
+def _walked(items: Any, names: dict, fill: dict | None = None) -> tuple:
+    """(the pieces of the canonical writing of `items`, or None when it cannot be written; why not)."""
+    out: list = []
+    try:
+        _walk(items, names, out, fill)
+    except _Dead as dead:
+        return None, str(dead)
+    return out, ""
+
+
 def _walk(items: Any, names: dict, out: list, fill: dict | None = None) -> None:
     """Pieces of the canonical writing of `items`. `fill`: named groups written as the given text (the optional
     part around such a group is then written too)."""
@@ -144,11 +154,9 @@ def _walk(items: Any, names: dict, out: list, fill: dict | None = None) -> None:
         elif op is _sre.BRANCH:
             reasons = []
             for alternative in av[1]:
-                attempt: list = []
-                try:
-                    _walk(alternative, names, attempt, fill)
-                except _Dead as dead:
-                    reasons.append(str(dead))
+                attempt, reason = _walked(alternative, names, fill)
+                if attempt is None:
+                    reasons.append(reason)
                     continue
                 out.extend(attempt)
                 break
@@ -285,11 +293,9 @@ def _skeletons(delimiter: Any, what: str, fill: dict | None = None, spread: bool
     alternatives, names = _alternatives(pattern, spread)
     reasons, found = [], []
     for alternative in alternatives:
-        out: list = []
-        try:
-            _walk(alternative, names, out, fill)
-        except _Dead as dead:
-            reasons.append(str(dead))
+        out, reason = _walked(alternative, names, fill)
+        if out is None:
+            reasons.append(reason)
             continue
         if any(piece.kind == "lit" for piece in out):
             found.append(_merge(out))
@@ -307,15 +313,8 @@ def _writes_nothing(delimiter: Any) -> bool:
         return False
     # (the alternatives of an alternation inside the top-level sequence count too: Gemma 3's `(?:```|(?=\\Z|...))`)
     alternatives, names = _alternatives(delimiter[len("\0pattern:"):], spread=True)
-    for alternative in alternatives:
-        out: list = []
-        try:
-            _walk(alternative, names, out)
-        except _Dead:
-            continue
-        if all(piece.kind in ("ws", "opt") for piece in out):
-            return True
-    return False
+    return any(out is not None and all(piece.kind in ("ws", "opt") for piece in out)
+               for out, _ in (_walked(alternative, names) for alternative in alternatives))
 
 
 def _alternatives(pattern: str, spread: bool) -> tuple:
