@@ -110,9 +110,10 @@ class Walker:
         return None  # ran too long: not judged
 
 
-def walks(tag, rng, count=WALKS):
-    """`count` random strings the grammar of `tag` admits (walks that ran too long are left out)."""
-    walker = Walker(grammar_markers(tag, set()))
+def walks(tag, rng, count=WALKS, markers=()):
+    """`count` random strings the grammar of `tag` admits (walks that ran too long are left out). The vocabulary
+    holds the tag's markers, and `markers` (the template's: those free text may hold are in no exclude list)."""
+    walker = Walker(grammar_markers(tag, set(markers)))
     compiled = walker.compiler.compile_structural_tag(json.dumps(tag))
     for _ in range(count):
         text = walker.walk(compiled, rng)
@@ -153,7 +154,7 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                     f"{name} compiles for tool_choice='required' but not for {choice!r}")
                 continue
             sections = [opener for opener, _ in planning._plan(name, TOOLS, prefix).wrappers]
-            for text in walks(tag, rng):
+            for text in walks(tag, rng, markers=patterns._markers(rt.get_template(name))):
                 where = f"{name} prefix={prefix[-40:]!r} tool_choice={choice} parallel={parallel}: {text!r}"
                 try:
                     message = rt.parse_response(text, name, prefix=prefix, tools=TOOLS)
@@ -550,6 +551,37 @@ def test_harmony_calls_open_with_the_channel_marker_and_free_text_cannot_name_th
     assert admits(structural_tag("gpt-oss", WEATHER, prefix=opened, tool_choice="required"), rest)
     assert rt.parse_response(rest, "gpt-oss", prefix=opened, tools=WEATHER)["tool_calls"][0]["function"][
         "arguments"] == {"city": "Paris"}
+
+
+@pytest.mark.parametrize("name, case_name", [
+    ("apriel_thinker", "v16_reasoning_then_single_call"),  # `[BEGIN FINAL RESPONSE]` opens the answer
+    ("ernie4.5_thinking", "response_then_parallel_calls"),  # `<response>`...`</response>` around the text
+    ("kimi-k3", "empty_response_call_without_arguments"),  # a response block, then a tools block
+])
+def test_markup_a_model_writes_around_its_text_is_admitted_under_auto(name, case_name):
+    case = next(case for case in corpus(name)["cases"] if case["name"] == case_name)
+    output = end_of_turn(name, case["output"], case["prefix"], case["tools"])
+    plan = planning._plan(name, case["tools"], case["prefix"])
+    assert any(marker in output for marker in plan.free_markers), plan.free_markers
+    assert admits(structural_tag(name, case["tools"], prefix=case["prefix"]), output)
+    # the markup is dropped where the model writes it once; written in the middle of text it is still no call
+    assert rt.parse_response(output, name, prefix=case["prefix"], tools=case["tools"]) == case["expected"]
+
+
+def test_a_run_of_any_character_but_a_few_in_a_call_opener_is_written_as_such():
+    # Kimi K3 writes ` index="1"` where its opener has `[^<]*`; gpt-oss's `[^<]*` after the tool's name stays
+    # whitespace (a letter there would lengthen the name)
+    prefix = '<|open|>message role="assistant"<|sep|><|open|>think<|sep|>'
+    call = planning._plan("kimi-k3", WEATHER, prefix).calls["get_weather"].write({"city": "Paris"})
+    indexed = call.replace('"get_weather"', '"get_weather" index="1"', 1)
+    text = "Thinking.<|close|>think<|sep|><|open|>tools<|sep|>" + indexed + "<|close|>tools<|sep|>"
+    assert admits(structural_tag("kimi-k3", WEATHER, prefix=prefix), text)
+    assert rt.parse_response(text, "kimi-k3", prefix=prefix, tools=WEATHER)["tool_calls"][0]["function"] == {
+        "name": "get_weather", "arguments": {"city": "Paris"}}
+    header = "<|channel|>commentary to=functions.get_weather{}<|constrain|>json<|message|>{{}}<|call|>"
+    tag = structural_tag("gpt-oss", WEATHER, tool_choice="required")
+    assert admits(tag, header.format(" ").replace("{}", '{"city": "Paris"}'))
+    assert not admits(tag, header.format("x").replace("{}", '{"city": "Paris"}'))
 
 
 # Not met yet: the grammar admits one canonical shape per call (with optional whitespace, optional name

@@ -40,7 +40,9 @@ def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
     call began, so markers that overlap an opener are left out (the opener itself is the call)."""
     begins = ([form.begin for form in plan.calls.values()] + [opener for opener, _ in plan.wrappers]
               + [trigger for _, _, trigger in plan.messages])
-    found = [marker for marker in plan.markers if not any(_overlaps(marker, begin) for begin in begins)]
+    # (nor the pieces of a marker free text may hold: `<|sep|>` of Kimi K3's `<|open|>response<|sep|>`)
+    found = [marker for marker in plan.markers if not any(_overlaps(marker, begin) for begin in begins)
+             and not any(marker in free for free in plan.free_markers)]
     return found + [text for text in [*extra, *plan.plain_starts] if text not in found]
 
 

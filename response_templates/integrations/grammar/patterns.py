@@ -36,6 +36,9 @@ _MARKER_CHARS = set("<>|[]{}`\uff5c")
 _CLASSES = {_sre.CATEGORY_DIGIT: "0-9", _sre.CATEGORY_WORD: "A-Za-z0-9_", _sre.CATEGORY_SPACE: " \\t\\r\\n"}
 # How many spellings of one literal run the marker search follows (optional letters multiply them).
 _RUN_VARIANTS = 8
+# How many characters the grammar lets a model write where a pattern allows any run of all but a few characters
+# (`[^<]*`: an id, a header's attributes).
+_SLOT_MAX = 32
 
 
 class _Dead(Exception):
@@ -107,6 +110,17 @@ def _negated_space(items: Any) -> str:
     return "".join(char for char in " \t" if all(chr(value) != char for _, value in av[1:]))
 
 
+def _negated_class(items: Any) -> str:
+    """A negated class of a few literal characters (`[^<]`) as xgrammar's regex spells it, without line breaks or
+    other control characters (a header or an id is written on one line)."""
+    items = list(items)
+    if items[0][0] is _sre.NOT_LITERAL:
+        excluded = [items[0][1]]
+    else:
+        excluded = [value for _, value in items[0][1][1:]]
+    return "[^" + "".join(_re.escape(chr(value)) for value in excluded) + "\\x00-\\x1f]"
+
+
 def _is_anything(items: Any) -> bool:
     """`.` or `[\\s\\S]`: a repeat of it eats the rest of the text."""
     items = list(items)
@@ -166,8 +180,13 @@ def _walk(items: Any, names: dict, out: list, fill: dict | None = None) -> None:
             low, high, body = av
             if _space_chars(body):
                 out.append(_Piece("ws", _space_chars(body), size=low, most=-1 if high is _sre.MAXREPEAT else high))
-            elif not low and _negated_space(body):  # `[^<]*` (gpt-oss's header): optional whitespace is written
+            elif not low and _negated_space(body):
+                # `[^<]*` (gpt-oss's header, Solar Open's call id, Kimi K3's ` index="1"`): optional whitespace is
+                # written, and the grammar allows a few characters of the class after it where the compiler's check
+                # finds that calls written with them parse the same (after gpt-oss's name they would lengthen it)
                 out.append(_Piece("ws", _negated_space(body), size=0, most=-1 if high is _sre.MAXREPEAT else high))
+                most = _SLOT_MAX if high is _sre.MAXREPEAT else min(high, _SLOT_MAX)
+                out.append(_Piece("opt", f"{_negated_class(body)}{{0,{most}}}", sample='a1 b="2"'[:most]))
             elif _is_anything(body):
                 raise _Dead("eats the rest of the text")
             elif low or fill and _holds_group(body, names, fill):

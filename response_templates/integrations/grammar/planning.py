@@ -46,6 +46,9 @@ class _Plan:
     # content messages opened by their own marker, in a format that drops text outside messages:
     # (open, [closes], what free text writes to open one)
     messages: list = field(default_factory=list)
+    # markers free text may hold: markup the parser drops wherever the answer's text writes it (Apriel's
+    # `[BEGIN FINAL RESPONSE]`, Ernie's `<response>`, Kimi K3's response block), which models write
+    free_markers: list = field(default_factory=list)
 
 
 def _probe(template: CompiledTemplate, text: str, prefix: str, tools: list | None = None) -> dict | None:
@@ -168,7 +171,8 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     if calls:
         plan.content_open = _content_open(plan)
         _self_check(plan)
-        plan.wrappers = _wrappers(plan)
+        plan.free_markers = _free_markers(plan)
+        plan.wrappers = [(opener, closer) for opener, closer in _wrappers(plan) if opener not in plan.free_markers]
     if plan.plain_starts:
         plan.notes.append(f"calls open with {triggers[0]!r}; the template's other spellings of a call, which start "
                           f"with plain text ({', '.join(map(repr, plan.plain_starts))}), are not written and that "
@@ -297,6 +301,54 @@ def _wrappers(plan: _Plan) -> list:
                 continue
             found.append((opener, closer))
             break
+    return found
+
+
+def _free_markers(plan: _Plan) -> list:
+    """The markers the answer's free text may hold, found by parsing: written once, each is markup the parser drops
+    (it is not in the message); the text around it is kept in order, and calls written before and after it are read
+    exactly.
+    Not where free text lies outside messages (gpt-oss) or could open a call (Llama's `{`)."""
+    if not plan.calls or plan.messages or plan.plain_opener is not None:
+        return []
+    forms = list(plan.calls.values())
+    sample = _sample(dict(plan.tools)[forms[0].tool])
+    one, wanted = forms[0].write(sample), [(forms[0].tool, sample)]
+    lead = _reasoning_text(plan) if plan.reasoning_open is not None else (
+        "Answer." + plan.content_open if plan.content_open is not None else "")
+    reserved = [form.begin for form in forms] + [form.end for form in forms] + list(plan.triggers)
+    reserved += [plan.reasoning_open] if plan.reasoning_open else []
+    reserved += list(plan.reasoning_tag or ()) + ([plan.content_open] if plan.content_open else [])
+    tools = _as_tools(plan.tools)
+
+    def keeps(text: str, words: list, calls: list, markup: bool = False) -> bool:
+        """The calls are read exactly and the words kept in order (and with `markup`, the marker is not text)."""
+        message = _probe(plan.template, lead + text, plan.prefix, tools)
+        if message is None or _calls_read(message) != calls:
+            return False
+        read = (message.get("reasoning_content") or "") + (message.get("content") or "")
+        at = 0
+        for word in words:
+            at = read.find(word, at)
+            if at < 0:
+                return False
+        return not markup or all(marker not in read for marker in plan.markers if marker in text)
+
+    found = []
+    for marker in plan.markers:
+        if not marker or _plain(marker) or any(_overlaps(marker, text) for text in reserved if text):
+            continue
+        # (written once, the marker is markup; written again, it may be read as text: Apriel's content opener)
+        if not keeps(f"Aa.{marker}Bb.", ["Aa.", "Bb."], [], markup=True):
+            continue
+        cases = [(f"{marker}Bb.", ["Bb."], []),
+                 (f"Aa.{marker}{one}", ["Aa."], wanted), (f"{marker}{one}", [], wanted),
+                 (f"Aa.{marker}Bb.{marker}Cc.", ["Aa.", "Bb.", "Cc."], [])]
+        if not plan.calls_end_answer:
+            cases += [(f"Aa.{marker}Bb.{one}Cc.", ["Aa.", "Bb.", "Cc."], wanted),
+                      (f"{one}{marker}Bb.", ["Bb."], wanted), (f"{one}Bb.{marker}Cc.", ["Bb.", "Cc."], wanted)]
+        if all(keeps(text, words, calls) for text, words, calls in cases):
+            found.append(marker)
     return found
 
 
