@@ -568,6 +568,22 @@ def test_markup_a_model_writes_around_its_text_is_admitted_under_auto(name, case
     assert rt.parse_response(output, name, prefix=case["prefix"], tools=case["tools"]) == case["expected"]
 
 
+def test_markers_are_spelled_as_the_prompt_spells_them():
+    # Hunyuan's markers take an optional `:opensource` (Hy3 writes it, the preview does not): the grammar writes
+    # the spelling the prompt shows, for the reasoning block, the calls and their arguments
+    case = next(case for case in corpus("hunyuan3")["cases"] if case["name"] == "reasoning_text_and_parallel_calls")
+    assert "<think:opensource>" in case["prefix"] and "</think:opensource>" not in case["prefix"]
+    output = end_of_turn("hunyuan3", case["output"], case["prefix"], case["tools"])
+    assert admits(structural_tag("hunyuan3", case["tools"], prefix=case["prefix"]), output)
+    plan = planning._plan("hunyuan3", case["tools"], case["prefix"])
+    assert plan.reasoning_open == "</think:opensource>"
+    assert plan.calls["get_weather"].write({"city": "Paris"}).startswith("<tool_call:opensource>get_weather")
+    preview = "<｜hy_User｜>What's the weather in Paris?<｜hy_Assistant｜><think>"
+    plan = planning._plan("hunyuan3", case["tools"], preview)
+    assert plan.reasoning_open == "</think>"
+    assert plan.calls["get_weather"].write({"city": "Paris"}).startswith("<tool_call>get_weather")
+
+
 def test_a_run_of_any_character_but_a_few_in_a_call_opener_is_written_as_such():
     # Kimi K3 writes ` index="1"` where its opener has `[^<]*`; gpt-oss's `[^<]*` after the tool's name stays
     # whitespace (a letter there would lengthen the name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import re as _re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,10 @@ _RUN_VARIANTS = 8
 # How many characters the grammar lets a model write where a pattern allows any run of all but a few characters
 # (`[^<]*`: an id, a header's attributes).
 _SLOT_MAX = 32
+
+
+# The prompt the compiler reads a template for (set while it plans): optional spellings of markers follow it.
+PROMPT: ContextVar[str] = ContextVar("response_templates_grammar_prompt", default="")
 
 
 class _Dead(Exception):
@@ -194,7 +199,9 @@ def _walk(items: Any, names: dict, out: list, fill: dict | None = None) -> None:
                     _walk(body, names, out, fill)
             else:  # an optional part, left out of the canonical writing; the grammar allows it where it can say it
                 optional = _as_regex(body, names) if high == 1 else None
-                if optional:
+                if optional and _spelled_in_prompt(out, optional):
+                    out.append(_Piece("lit", optional[1]))
+                elif optional:
                     out.append(_Piece("opt", f"({optional[0]})?", sample=optional[1]))
         elif op is _sre.GROUPREF_EXISTS:
             _group, _yes, no = av
@@ -204,6 +211,22 @@ def _walk(items: Any, names: dict, out: list, fill: dict | None = None) -> None:
             out.append(_Piece("ws", _space_chars([(op, av)]), size=1, most=1))
         else:
             raise _Dead(f"needs a character the compiler cannot choose ({op})")
+
+
+def _spelled_in_prompt(out: list, optional: tuple) -> bool:
+    """An optional spelling inside a marker (Hunyuan's `<tool_call(?::opensource)?>`) is written where the prompt
+    writes it after the same text (at least four characters of it: `</think:opensource>` is written where the
+    prompt holds `<think:opensource>`): the model spells its markers as its prompt does."""
+    prompt = PROMPT.get()
+    regex_text, sample = optional
+    if not prompt or not sample or regex_text.replace("(", "").replace(")", "") != _re.escape(sample):
+        return False
+    tail = ""
+    for piece in reversed(out):
+        if piece.kind != "lit":
+            break
+        tail = piece.text + tail
+    return len(tail) >= 2 and tail[-4:] + sample in prompt
 
 
 def _holds_group(items: Any, names: dict, wanted: Any) -> bool:

@@ -10,7 +10,7 @@ from ...core.errors import GrammarError
 from ...core.parse_whole import parse_response
 from ...core.template import CompiledTemplate, load_template
 from .formats import _call_form, _leading_literal, _opener, _plain, _sample, _stress_samples, _tool_list
-from .patterns import _Dead, _delimiter_spec, _markers, _Piece, _skeletons
+from .patterns import PROMPT, _Dead, _delimiter_spec, _markers, _Piece, _skeletons
 
 
 @dataclass
@@ -120,13 +120,17 @@ def _plan(template: Any, tools: Any, prefix: str) -> _Plan:
     """What the compiler reads from the template for these tools and this prompt, with the first writing of the
     calls' closer whose calls parse back."""
     last_failure = None
-    for closing in range(_CLOSINGS_TRIED):
-        try:
-            return _plan_closing(template, tools, prefix, closing)
-        except IndexError:
-            break
-        except _NoParseBack as failure:
-            last_failure = failure  # (the last writing tried got furthest: Llama's `};` fails before its `}`)
+    spelling = PROMPT.set(prefix)  # (markers are written as the prompt spells them)
+    try:
+        for closing in range(_CLOSINGS_TRIED):
+            try:
+                return _plan_closing(template, tools, prefix, closing)
+            except IndexError:
+                break
+            except _NoParseBack as failure:
+                last_failure = failure  # (the last writing tried got furthest: Llama's `};` fails before its `}`)
+    finally:
+        PROMPT.reset(spelling)
     assert last_failure is not None
     raise GrammarError(str(last_failure))
 
