@@ -47,6 +47,7 @@ def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
 
 
 def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
+    parallel = parallel and not plan.one_call
     names = [tool_choice["function"]["name"]] if isinstance(tool_choice, dict) else list(plan.calls)
     if plan.plain_opener is not None and (tool_choice in ("auto", "none") or not names):
         forced = ', so only "required" and a named function compile for this template' if plan.calls else ""

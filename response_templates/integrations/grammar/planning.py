@@ -30,6 +30,8 @@ class _Plan:
     # text written after a call is read as part of it (a closer that writes nothing: Mistral's calls end the turn):
     # under "auto" the answer is text, then calls to the end
     calls_end_answer: bool = False
+    # a second call is not read (GigaChat 3's call message ends the turn): one call per answer in every mode
+    one_call: bool = False
     wrappers: list = field(default_factory=list)  # (open, close) markers a group of calls may be written between
     # plain text that starts a call in another writing of the opener (gpt-oss's `to=`): kept out of free text
     # (inside a message or an argument string it opens nothing: the message's markers are kept out of them)
@@ -491,6 +493,10 @@ def _self_check(plan: _Plan) -> None:
             if what.startswith("reasoning, the opener's optional start"):
                 plan.lead = None
                 continue
+            if what == "two calls" and _calls_read(message)[:1] == [(first.tool, samples[first.tool])]:
+                plan.one_call = True
+                plan.notes.append("the template reads one call per answer: parallel calls are not written")
+                continue
             if what == "text after a call":
                 if not plan.calls_end_answer:
                     plan.calls_end_answer = True
@@ -517,7 +523,7 @@ def _self_check(plan: _Plan) -> None:
         for arguments in _stress_samples(dict(plan.tools)[form.tool]):
             text = form.write_laid_out(arguments)
             texts = [(text, [(form.tool, arguments)])]
-            if form.write_list is None:  # and before another call
+            if form.write_list is None and not plan.one_call:  # and before another call
                 texts.append((text + plan.separator + one, [(form.tool, arguments), (first.tool, samples[first.tool])]))
             for written, wanted in texts:
                 message = _probe(plan.template, lead + written, plan.prefix, _as_tools(plan.tools))
