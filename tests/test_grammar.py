@@ -7,6 +7,7 @@ template's markers as whole tokens, so that marker text is tried often). Skipped
 
 import functools
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -41,7 +42,8 @@ TOOLS = [
 SCHEMAS = {tool["function"]["name"]: tool["function"]["parameters"] for tool in TOOLS}
 MODES = [("auto", True), ("required", True), ("required", False),
          ({"type": "function", "function": {"name": "search_web"}}, True), ("none", True)]
-WALKS = 8
+# Random walks per grammar; RESPONSE_TEMPLATES_GRAMMAR_WALKS=100 makes a longer search for a counterexample.
+WALKS = int(os.environ.get("RESPONSE_TEMPLATES_GRAMMAR_WALKS") or 8)
 
 
 def accepted_templates():
@@ -184,6 +186,36 @@ def opened_calls(tag, text, sections=()):
     JSON list of calls (Mistral v3's `[TOOL_CALLS][...]`) opens as many calls as the list has items."""
     pairs = set()
     lists = set()
+    # what a call's body holds that may spell its end inside (argument strings may hold markers the parser reads as
+    # text there): its parameter tags, skipped whole, and whether its body is plain JSON, skipped as one value
+    inner = {}
+    json_bodies = set()
+
+    def inner_tags(node, found):
+        if isinstance(node, dict):
+            if node.get("type") == "tag":
+                found.append((node["begin"], node["end"]))
+                return found
+            for value in node.values():
+                inner_tags(value, found)
+        elif isinstance(node, list):
+            for item in node:
+                inner_tags(item, found)
+        return found
+
+    def plain_json(node):
+        if isinstance(node, dict):
+            if node.get("type") == "json_schema":
+                return node.get("style", "json") == "json"
+            return any(plain_json(value) for value in node.values())
+        return isinstance(node, list) and any(plain_json(item) for item in node)
+
+    def call_pair(tag_node):
+        pair = (tag_node["begin"], tag_node["end"])
+        pairs.add(pair)
+        inner.setdefault(pair, []).extend(inner_tags(tag_node["content"], []))
+        if plain_json(tag_node["content"]) and not inner[pair]:
+            json_bodies.add(pair)
 
     def holds_list(node):
         if isinstance(node, dict):
@@ -210,12 +242,13 @@ def opened_calls(tag, text, sections=()):
                     if tag_node["begin"] in sections:
                         visit(tag_node["content"])  # a section around calls: count the calls in it
                     else:
-                        pairs.add((tag_node["begin"], tag_node["end"]))
+                        call_pair(tag_node)
                         if holds_list(tag_node["content"]):
                             lists.add((tag_node["begin"], tag_node["end"]))
                 return
             if node.get("type") == "or" and all(item.get("type") == "tag" for item in node["elements"]):
-                pairs.update((tag_node["begin"], tag_node["end"]) for tag_node in node["elements"])  # in a section
+                for tag_node in node["elements"]:  # in a section
+                    call_pair(tag_node)
                 return
             for value in node.values():
                 visit(value)
@@ -258,7 +291,24 @@ def opened_calls(tag, text, sections=()):
             continue
         else:
             count += 1
-        close = text.find(end, index + len(begin))
+        at = index + len(begin)
+        if (begin, end) in json_bodies:  # the arguments (or the call object): one JSON value, strings and all
+            start = min([found for found in (text.find("{", at), text.find("[", at)) if found >= 0], default=-1)
+            try:
+                _, at = json.JSONDecoder().raw_decode(text, start)
+            except ValueError:
+                pass
+        while inner.get((begin, end)):  # parameter tags, each skipped to its own end
+            found = [(text.find(tag_begin, at), tag_begin, tag_end) for tag_begin, tag_end in inner[(begin, end)]
+                     if tag_begin and tag_end]
+            found = [item for item in found if item[0] >= 0]
+            close = text.find(end, at)
+            if not found or close >= 0 and close < min(found)[0]:
+                break
+            start, tag_begin, tag_end = min(found)
+            stop = text.find(tag_end, start + len(tag_begin))
+            at = len(text) if stop < 0 else stop + len(tag_end)
+        close = text.find(end, at)
         at = len(text) if close < 0 else close + len(end)
     return count
 
@@ -568,6 +618,40 @@ def test_markup_a_model_writes_around_its_text_is_admitted_under_auto(name, case
     assert rt.parse_response(output, name, prefix=case["prefix"], tools=case["tools"]) == case["expected"]
 
 
+def test_argument_strings_may_hold_the_markers_the_parser_reads_there_as_text():
+    # Hermes ends a call at `</tool_call>` only right after the arguments' `}`: elsewhere in a string the marker is
+    # text, and the grammar lets a model write it (code that prints the tag); right after a `}` it is kept out
+    tag = structural_tag("hermes", WEATHER, tool_choice="required")
+    call = planning._plan("hermes", WEATHER, "").calls["get_weather"]
+    for city in ('print("</tool_call>")', "a <|im_end|> b", "</tool_call>"):
+        text = call.write({"city": city})
+        assert admits(tag, text), text
+        assert rt.parse_response(text, "hermes", prefix="", tools=WEATHER)["tool_calls"][0]["function"]["arguments"] == {
+            "city": city}
+    for city in ("x}</tool_call>", "x} </tool_call>", "x}   </tool_call>", "x}```</tool_call>"):
+        assert not admits(tag, call.write({"city": city})), city
+    # a call's opener stays out of strings: read as text, it would still count one more call to other readers
+    assert not admits(tag, call.write({"city": "a <tool_call> b"}))
+    # gpt-oss ends a call at `<|call|>` wherever it stands: kept out everywhere
+    gpt = planning._plan("gpt-oss", WEATHER, "").calls["get_weather"]
+    assert not admits(structural_tag("gpt-oss", WEATHER, tool_choice="required"), gpt.write({"city": "a <|call|> b"}))
+
+
+def test_a_call_object_may_hold_its_keys_in_either_order():
+    # Inkling's chat template writes {"args": ..., "name": ...}; Hermes' models write "name" first
+    case = next(case for case in corpus("inkling")["cases"] if case["name"] == "call_first")
+    output = end_of_turn("inkling", case["output"], case["prefix"], case["tools"])
+    assert '{"args":' in output
+    assert admits(structural_tag("inkling", case["tools"], prefix=case["prefix"]), output)
+    tag = structural_tag("hermes", WEATHER, tool_choice="required")
+    for text in ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+                 '<tool_call>\n{"arguments": {"city": "Paris"}, "name": "get_weather"}\n</tool_call>'):
+        assert admits(tag, text)
+        assert rt.parse_response(text, "hermes", prefix="", tools=WEATHER)["tool_calls"][0]["function"] == {
+            "name": "get_weather", "arguments": {"city": "Paris"}}
+    assert not admits(tag, '<tool_call>\n{"arguments": {"city": "Paris"}}\n</tool_call>')
+
+
 def test_a_template_that_reads_one_call_per_answer_is_given_one():
     # GigaChat 3 writes its call as a message after the text's `<|message_sep|>`; after a call the turn is over, so
     # a second call would be dropped: even with parallel calls allowed, the grammar writes one
@@ -628,9 +712,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (230 of 406 when this floor was set, with the list formats compiled and the templates compiled for forced calls
-# only counted as refusing under "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 228
+# (268 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
+# "auto"): it may grow, not shrink.
+ADMITTED_FLOOR = 268
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -48,6 +48,9 @@ class _CallForm:
     list_ids: list = field(default_factory=list)
     # for JSON arguments: a call written with a line break around every JSON token, as the grammar allows
     write_laid_out: Callable[[dict], str] | None = None
+    # a call object whose keys may come in the other order: (the format choosing between the orders, the other
+    # order's format, a call written in it)
+    key_order: tuple | None = None
 
 
 def _const(text: str) -> dict:
@@ -397,10 +400,13 @@ def _opener(field_spec: dict) -> tuple:
     return writings[at], list(dict.fromkeys(starts)), lead if lead is not None and lead.kind == "opt" else None
 
 
-def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, closing: int = 0) -> _CallForm:
+def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, closing: int = 0,
+               string_excludes: list | None = None) -> _CallForm:
     """How a call of the tool is written. `closing`: which writing of the closer (in the template's order; the
     planner tries the next one when calls written with one do not parse back: Apertus's `}` needs another call
-    after it, its `}]<|tools_suffix|>` does not). Raises IndexError past the last."""
+    after it, its `}]<|tools_suffix|>` does not). Raises IndexError past the last. `string_excludes`: what
+    argument strings may not hold (the markers, unless the planner found which of them the parser reads there)."""
+    in_strings = markers if string_excludes is None else string_excludes
     open_spec = _delimiter_spec(field_spec, "open", "open_pattern")
     try:
         opener = _opener(field_spec)[0]
@@ -479,11 +485,16 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
 
             def list_body(items: list, parallel: bool) -> dict:
                 listed = {"type": "array", "items": items[0] if len(items) == 1 else {"anyOf": items}, "minItems": 1}
-                return _json_body({**listed, **({} if parallel else {"maxItems": 1})}, args, markers)[0]
+                return _json_body({**listed, **({} if parallel else {"maxItems": 1})}, args, in_strings)[0]
 
             schema = {"type": "array", "items": item, "minItems": 1}
-        body, style = _json_body(schema, args, markers)
+        body, style = _json_body(schema, args, in_strings)
         body_elements = [_ws(0), body, _ws(0)]
+        if keys is not None and not each and style == "json":
+            # the call object's keys in the other order too (Inkling's chat template writes "args" before "name"),
+            # kept where the planner's check reads a call written so
+            swapped = {**schema, "properties": {keys[1]: parameters, keys[0]: {"const": name}}}
+            body_elements[1] = {"type": "or", "elements": [body, _json_body(swapped, args, in_strings)[0]]}
 
         def write_items(calls: list, call_id: str | None = None) -> str:
             assert keys is not None
@@ -517,7 +528,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     elif content == "xml-inline":
         if whole:
             raise _Dead("xml-inline content with the name inside it")
-        body_elements, write_body = _xml_body(parameters, field_spec.get("content_args") or {}, markers)
+        body_elements, write_body = _xml_body(parameters, field_spec.get("content_args") or {}, in_strings)
         body_elements = body_elements + [_ws(0)]
     else:
         raise _Dead(f"content {content!r} in a tool-call region is not supported yet")
@@ -538,6 +549,11 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     if content == "json" and style == "json":
         form.write_laid_out = lambda arguments: (begin + open_text[len(begin):] + write_body(arguments, True)
                                                  + close_text + end)
+        if keys is not None and not each:
+            choice = body_elements[1]
+            form.key_order = (choice, choice["elements"][1], lambda arguments: (
+                begin + open_text[len(begin):] + _write_json({keys[1]: arguments, keys[0]: name}, style)
+                + close_text + end))
     if item is not None and write_items is not None:
         form.list_item, form.list_at, form.list_body = item, len(open_formats) + 1, list_body
         form.write_list = lambda calls, call_id=None: (begin + open_text[len(begin):] + write_items(calls, call_id)

@@ -3,6 +3,8 @@ messages), each found by parsing, and the check that calls written the canonical
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +12,7 @@ from ...core.errors import GrammarError
 from ...core.parse_whole import parse_response
 from ...core.template import CompiledTemplate, load_template
 from .formats import _call_form, _leading_literal, _opener, _plain, _sample, _stress_samples, _tool_list
-from .patterns import PROMPT, _Dead, _delimiter_spec, _markers, _Piece, _skeletons
+from .patterns import PROMPT, _Dead, _delimiter_spec, _literal_runs, _markers, _Piece, _skeletons
 
 
 @dataclass
@@ -110,6 +112,88 @@ def _reasoning(template: CompiledTemplate, prefix: str, markers: list) -> tuple:
     return None, None
 
 
+# Where a marker is tried inside an argument string: the text before it and after it in the string.
+_STRING_BEFORE = ("", "a ", "}", "} ", "}  ", "]", '"')
+_STRING_AFTER = ("", " b", "}", '"')
+# A string argument, for trying markers inside one.
+_PROBE_TOOL = {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}
+
+
+@functools.lru_cache(maxsize=64)
+def _string_excludes(source_json: str, closing: int) -> list | None:
+    """What argument strings (JSON strings, xml-inline values) may not hold: the template's markers, but for those
+    the parser reads as text inside a string wherever they stand there (found by parsing calls whose string holds
+    the marker after and before several texts and beside each other such marker, alone and before another call).
+    A marker that ends a call only right after a `}` (Hermes' `(?<=\\}\\s*)</tool_call>`) is kept out only there:
+    after `}` and spaces. None: the markers, all of them (Gemma's strings, Python lists, or calls written so do not
+    parse back). Cached: it depends on the template alone."""
+    source = json.loads(source_json)
+    template = load_template(source)
+    spec = source.get("fields", {}).get("tool_calls")
+    markers = _markers(source)
+    if spec is None:
+        return None
+    try:
+        form = _call_form(spec, "probe", _PROBE_TOOL, markers, closing)
+    except (_Dead, IndexError, GrammarError):
+        return None
+    if form.write_laid_out is None and spec.get("content") != "xml-inline":  # (Gemma's strings, Python lists)
+        return None
+
+    def calls(values: list, separator: str) -> str:
+        if form.write_list is not None:
+            return form.write_list([("probe", {"s": value}) for value in values])
+        return separator.join(form.write({"s": value}) for value in values)
+
+    def reads(values: list, separator: str = "") -> bool:
+        return _calls_read(_probe(template, calls(values, separator), "")) == [("probe", {"s": v}) for v in values]
+
+    if not reads(["ok"]):
+        return None
+    # how two calls follow each other, where they do (GigaChat 3 reads one)
+    separator = next((text for text in ("\n", "") if reads(["ok", "ok"], text)), None)
+
+    def fine(value: str) -> bool:
+        return reads([value]) and (separator is None or reads([value, "ok"], separator))
+
+    # (a marker holding JSON's own punctuation stays out: the parser's lookarounds read JSON syntax, which a string
+    # could spell piece by piece: Apertus's `},{"`)
+    excludes = [marker for marker in markers if any(char in marker for char in '{}[]":,')]
+    # after a marker, the text a parameter tag spells too (MiniCPM5's raw value ends before `<param name=`, whose
+    # `name="` is no marker)
+    tag_pattern = (spec.get("content_args") or {}).get("tag_pattern")
+    runs = _literal_runs(tag_pattern) if spec.get("content") == "xml-inline" and tag_pattern else []
+    spelled = [text for run in runs if run not in markers for text in (run, " " + run)]
+    after_brace: list = []
+    free = []
+    for marker in markers:
+        if marker in excludes:
+            continue
+        failing = [before for before in _STRING_BEFORE for after in _STRING_AFTER if not fine(before + marker + after)]
+        failing += ["" for after in spelled if not fine(marker + after)]
+        if not failing:
+            free.append(marker)
+        elif all(before.startswith("}") for before in failing):
+            after_brace.append(marker)
+        else:
+            excludes.append(marker)
+    # and two markers side by side (a closer may start with another marker: Hermes' `(?<=\}\s*)(?:```\s*)?</tool_call>`)
+    # (each pair tried side by side and a space apart in one string, one call: a few hundred pairs at most)
+    for first in free + after_brace:
+        for second in free + after_brace:
+            if first in excludes or second in excludes:
+                continue
+            if not reads([f"{first}{second}|{first} {second}"]):
+                excludes += [first, second]
+            elif first not in after_brace and second in after_brace and not reads(
+                    [f"}}{first}{second}|}} {first} {second}"]):
+                after_brace.append(first)  # (then kept out right after a `}`, as the closer is)
+    for marker in after_brace:
+        if marker not in excludes:
+            excludes += ["}" + marker, "} " + marker, "  " + marker]
+    return list(dict.fromkeys(excludes))
+
+
 class _NoParseBack(GrammarError):
     """Calls written the canonical way do not parse back: another writing of the closer may."""
 
@@ -155,7 +239,8 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
             raise GrammarError("the template has no tool_calls field: it cannot write a tool call")
         for name, parameters in tool_list:
             try:
-                calls[name] = _call_form(spec, name, parameters, markers, closing)
+                calls[name] = _call_form(spec, name, parameters, markers, closing,
+                                         _string_excludes(json.dumps(source, sort_keys=True), closing))
             except _Dead as dead:
                 raise GrammarError(f"tool_calls of this template cannot be compiled: {dead}") from None
     triggers = []
@@ -531,20 +616,37 @@ def _self_check(plan: _Plan) -> None:
                     raise _NoParseBack(
                         "calls whose JSON arguments hold line breaks between tokens (whitespace the grammar allows) "
                         f"do not parse back: {written[:160]!r} gives {_calls_read(message) if message else 'a parse error'}")
-    # an optional part stays allowed only where a call written with it parses as the same call, alone, after
-    # another call and before text (DSML's self-closing `/` after the tool's name does not: parameters follow)
+    # an optional part (or the call object's keys in the other order) stays allowed only where a call written with
+    # it parses as the same call, alone, after another call and before text (DSML's self-closing `/` after the
+    # tool's name does not: parameters follow)
     for form in forms:
+        if form.key_order is not None:
+            choice, swapped, write_swapped = form.key_order
+            for before, after, names in _variant_contexts(plan, form, one):
+                read = _calls_read(_probe(plan.template, lead + before + write_swapped(samples[form.tool]) + after,
+                                          plan.prefix, _as_tools(plan.tools)))
+                if read != [(name, samples[name]) for name in names] and not (after == " Done." and plan.calls_end_answer):
+                    choice["elements"].remove(swapped)
+                    break
         for element, write in form.optional:
             text = write(samples[form.tool])
-            for before, after, names in (("", "", [form.tool]), (one + plan.separator, "", [first.tool, form.tool]),
-                                         ("", plan.separator + one, [form.tool, first.tool]),
-                                         ("", " Done.", [form.tool])):
+            for before, after, names in _variant_contexts(plan, form, one):
                 message = _probe(plan.template, lead + before + text + after, plan.prefix, _as_tools(plan.tools))
                 read = _calls_read(message)
                 if read != [(name, samples[name]) for name in names] and not (
                         after == " Done." and plan.calls_end_answer):
                     form.elements[:] = [kept for kept in form.elements if kept is not element]
                     break
+
+
+def _variant_contexts(plan: _Plan, form: Any, one: str) -> list:
+    """(text before, text after, the tools of the calls read) around a call written in another way the grammar
+    allows: alone, after another call, before another call, before text."""
+    first = next(iter(plan.calls.values()))
+    contexts = [("", "", [form.tool]), ("", " Done.", [form.tool])]
+    if not plan.one_call:
+        contexts += [(one + plan.separator, "", [first.tool, form.tool]), ("", plan.separator + one, [form.tool, first.tool])]
+    return contexts
 
 
 def _overlaps(marker: str, text: str) -> bool:
