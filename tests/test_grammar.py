@@ -274,6 +274,9 @@ def opened_calls(tag, text, sections=()):
             if text.startswith("[{", start) or text.startswith("[]", start):
                 items, stop = json.JSONDecoder().raw_decode(text, start)
                 count += len(items)
+            elif text.startswith("{", start):  # a region that holds one call object or a list of them
+                _, stop = json.JSONDecoder().raw_decode(text, start)
+                count += 1
             else:
                 calls, stop = python_list_items(text, start)
                 count += calls
@@ -637,6 +640,41 @@ def test_argument_strings_may_hold_the_markers_the_parser_reads_there_as_text():
     assert not admits(structural_tag("gpt-oss", WEATHER, tool_choice="required"), gpt.write({"city": "a <|call|> b"}))
 
 
+def test_a_region_may_hold_a_list_of_call_objects_where_its_brackets_are_optional():
+    # Nemotron's chat template writes parallel calls as one list, `<TOOLCALL>[{...}, {...}]</TOOLCALL>`; the
+    # template reads a region holding one call object too
+    case = next(case for case in corpus("nemotron_super_v1.5")["cases"] if case["name"] == "text_before_parallel_calls")
+    output = end_of_turn("nemotron_super_v1.5", case["output"], case["prefix"], case["tools"])
+    assert admits(structural_tag("nemotron_super_v1.5", case["tools"], prefix=case["prefix"]), output)
+    plan = planning._plan("nemotron_super_v1.5", TOOLS, "")
+    listed = plan.calls["get_weather"].write_list_region([("get_weather", {"city": "Paris"}), ("get_time", {})])
+    assert listed == '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_time", "arguments": {}}]</TOOLCALL>'
+    assert admits(structural_tag("nemotron_super_v1.5", TOOLS, tool_choice="required"), listed)
+    # one call at most: no list of two
+    assert not admits(structural_tag("nemotron_super_v1.5", TOOLS, tool_choice="required", parallel_tool_calls=False),
+                      listed)
+    # Apriel reads the second item of a list only where no `</tool_calls>` came before it in the region: in a list,
+    # its strings cannot hold that marker
+    apriel = planning._plan("apriel_thinker", WEATHER, "").calls["get_weather"]
+    tag = structural_tag("apriel_thinker", WEATHER, tool_choice="required")
+    quoted = apriel.write_list_region([("get_weather", {"city": "a </tool_calls> b"}), ("get_weather", {"city": "x"})])
+    assert len(rt.parse_response(quoted, "apriel_thinker", prefix="", tools=WEATHER)["tool_calls"]) == 1
+    assert not admits(tag, quoted)
+
+
+def test_a_tag_attribute_naming_the_value_type_follows_the_schema():
+    # Kimi K3's chat template writes type="number" for any number (integers too), type="array"/"object"/"boolean"
+    # for the others: the grammar writes the type the value's schema gives, as the model does
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "n": {"type": "integer"}, "ok": {"type": "boolean"}, "tags": {"type": "array", "items": {"type": "string"}},
+        "s": {"type": "string"}}, "required": ["n", "ok", "tags", "s"]}}}]
+    written = planning._plan("kimi-k3", tools, "").calls["f"].write({"n": 3, "ok": True, "tags": ["a"], "s": "x"})
+    for key, kind in (("n", "number"), ("ok", "boolean"), ("tags", "array"), ("s", "string")):
+        assert f'<|open|>argument key="{key}" type="{kind}"<|sep|>' in written, written
+    assert rt.parse_response(written, "kimi-k3", prefix="", tools=tools)["tool_calls"][0]["function"]["arguments"] == {
+        "n": 3, "ok": True, "tags": ["a"], "s": "x"}
+
+
 def test_a_call_object_may_hold_its_keys_in_either_order():
     # Inkling's chat template writes {"args": ..., "name": ...}; Hermes' models write "name" first
     case = next(case for case in corpus("inkling")["cases"] if case["name"] == "call_first")
@@ -712,9 +750,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (268 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
+# (274 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 268
+ADMITTED_FLOOR = 274
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -25,6 +25,9 @@ def _tags(plan: _Plan, names: list, parallel: bool = True) -> list:
             content: dict = {"type": "sequence", "elements": elements}
         else:
             contents = [{"type": "sequence", "elements": form.elements or [_const("")]} for form in forms]
+            if parallel and all(form.list_region is not None for form in forms):  # or a list of call objects
+                contents.append({"type": "sequence", "elements": first.list_region(
+                    [form.list_item for form in forms], parallel)})
             content = contents[0] if len(contents) == 1 else {"type": "or", "elements": contents}
         tags.append({"type": "tag", "begin": begin, "content": content, "end": end})
     return tags

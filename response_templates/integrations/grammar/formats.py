@@ -51,6 +51,11 @@ class _CallForm:
     # a call object whose keys may come in the other order: (the format choosing between the orders, the other
     # order's format, a call written in it)
     key_order: tuple | None = None
+    # a region that holds one call object or, with the optional brackets its opener and closer allow, a JSON list
+    # of them (Nemotron's `<TOOLCALL>[{...}, {...}]</TOOLCALL>`): the formats of a list region of the given call
+    # objects (for parallel_tool_calls), and the canonical text of one region holding [(tool, arguments)]
+    list_region: Callable[[list, bool], list] | None = None
+    write_list_region: Callable[[list], str] | None = None
 
 
 def _const(text: str) -> dict:
@@ -234,6 +239,10 @@ def _laid_out_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+# JSON schema's value types, as a format may name them in a tag (Kimi K3's `type="number"`).
+_JSON_TYPES = ("number", "integer", "boolean", "null", "object", "array")
+
+
 def _group_required(pattern: str, group: str) -> bool:
     """Whether every canonical writing passes through the named group (it is not inside an optional part)."""
     parsed, names = _parse_pattern(pattern)
@@ -275,6 +284,10 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         chosen = {(parser or {}).get("name"): value for value, parser in (by.get("parsers") or {}).items()}
         if "text" in chosen and "json" in chosen and group in names.values():
             picked = {"string": skeleton({group: chosen["text"]}), "other": skeleton({group: chosen["json"]})}
+            # a value of the group that names a JSON type (Kimi K3's type="number"): written for values of that type
+            for value, parser in (by.get("parsers") or {}).items():
+                if (parser or {}).get("name") == "json" and value in _JSON_TYPES:
+                    picked[value] = skeleton({group: value})
         # else the canonical writing leaves the selecting group out (it is optional), so value_parser applies
         elif any(p.kind == "group" and p.text == group for p in pieces) or group not in names.values():
             raise _Dead(f"xml-inline values whose parser is picked by the group {group!r} are not supported yet")
@@ -315,7 +328,12 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         return isinstance(schema, dict) and schema.get("type") == "string" and (not json_values or bool(picked))
 
     def layout_of(schema: Any) -> tuple:
-        return layouts[""] if "" in layouts else layouts["string" if is_string(schema) else "other"]
+        if "" in layouts:
+            return layouts[""]
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        kind = "number" if kind == "integer" and "integer" not in layouts else kind
+        return layouts[kind if isinstance(kind, str) and kind in layouts and kind != "string" else
+                       "string" if is_string(schema) else "other"]
 
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or [])
@@ -554,6 +572,22 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
             form.key_order = (choice, choice["elements"][1], lambda arguments: (
                 begin + open_text[len(begin):] + _write_json({keys[1]: arguments, keys[0]: name}, style)
                 + close_text + end))
+    brackets = [piece for piece in opener if piece.kind == "opt" and piece.sample.strip() == "["] + [
+        piece for piece in closer[:last] if piece.kind == "opt" and piece.sample.strip() == "]"]
+    if content == "json" and style == "json" and keys is not None and not each and len(brackets) == 2:
+        # the optional `[`...`]` around the call object: the region may hold a list of call objects instead
+        form.list_item = schema
+        left, right = (optional_elements[id(piece)] for piece in brackets)
+
+        def list_region(items: list, parallel: bool) -> list:
+            listed = {"type": "array", "items": items[0] if len(items) == 1 else {"anyOf": items}, "minItems": 1}
+            body = _json_body({**listed, **({} if parallel else {"maxItems": 1})}, args, in_strings)[0]
+            return ([element for element in open_formats if element is not left] + [_ws(0), body, _ws(0)]
+                    + [element for element in close_formats if element is not right])
+
+        form.list_region = list_region
+        form.write_list_region = lambda calls: begin + open_text[len(begin):] + _write_json(
+            [{keys[0]: tool, keys[1]: arguments} for tool, arguments in calls], style) + close_text + end
     if item is not None and write_items is not None:
         form.list_item, form.list_at, form.list_body = item, len(open_formats) + 1, list_body
         form.write_list = lambda calls, call_id=None: (begin + open_text[len(begin):] + write_items(calls, call_id)

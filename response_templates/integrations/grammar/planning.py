@@ -150,11 +150,20 @@ def _string_excludes(source_json: str, closing: int) -> list | None:
 
     if not reads(["ok"]):
         return None
-    # how two calls follow each other, where they do (GigaChat 3 reads one)
+    # how two calls follow each other, where they do (GigaChat 3 reads one); a list of calls where a region may
+    # hold one (Nemotron's `<TOOLCALL>[{...}, {...}]</TOOLCALL>`)
     separator = next((text for text in ("\n", "") if reads(["ok", "ok"], text)), None)
+    listed = form.write_list_region
+    pair = [("probe", {"s": "ok"}), ("probe", {"s": "ok"})]
+    if listed is not None and _calls_read(_probe(template, listed(pair), "")) != pair:
+        listed = None
+
+    def in_list(value: str) -> bool:  # (a string before another item of a list region)
+        items = [("probe", {"s": value}), ("probe", {"s": "ok"})]
+        return listed is None or _calls_read(_probe(template, listed(items), "")) == items
 
     def fine(value: str) -> bool:
-        return reads([value]) and (separator is None or reads([value, "ok"], separator))
+        return reads([value]) and (separator is None or reads([value, "ok"], separator)) and in_list(value)
 
     # (a marker holding JSON's own punctuation stays out: the parser's lookarounds read JSON syntax, which a string
     # could spell piece by piece: Apertus's `},{"`)
@@ -183,7 +192,7 @@ def _string_excludes(source_json: str, closing: int) -> list | None:
         for second in free + after_brace:
             if first in excludes or second in excludes:
                 continue
-            if not reads([f"{first}{second}|{first} {second}"]):
+            if not (reads([f"{first}{second}|{first} {second}"]) and in_list(f"{first}{second}|{first} {second}")):
                 excludes += [first, second]
             elif first not in after_brace and second in after_brace and not reads(
                     [f"}}{first}{second}|}} {first} {second}"]):
@@ -590,6 +599,19 @@ def _self_check(plan: _Plan) -> None:
             raise _NoParseBack(
                 f"the canonical writing of a call does not parse back ({what}): {text!r} gives "
                 f"{calls if message is not None else 'a parse error'}")
+    # a region may hold a list of call objects where the parser reads every call of a list written so, alone,
+    # between texts and beside another call
+    if first.write_list_region is not None:
+        pair = [(first.tool, samples[first.tool]), (second.tool, samples[second.tool])]
+        listed = first.write_list_region(pair)
+        contexts = [("", "", pair), ("Sure. ", "", pair), (one + plan.separator, "", [pair[0], *pair])]
+        if not plan.calls_end_answer:
+            contexts += [("", " Done.", pair), ("", plan.separator + one, [*pair, pair[0]])]
+        if plan.one_call or any(_calls_read(_probe(plan.template, lead + before + listed + after, plan.prefix,
+                                                   _as_tools(plan.tools))) != wanted
+                                for before, after, wanted in contexts):
+            for form in forms:
+                form.list_region = form.write_list_region = None
     # a call id in the items of a list of calls stays allowed only where the parser reads the call with it (xLAM's
     # opener wants "name" first)
     for form in forms:
