@@ -271,8 +271,13 @@ def opened_calls(tag, text, sections=()):
         after = index + len(begin)
         if (begin, end) in lists:  # one region, as many calls as its list has items
             start = after + len(text[after:]) - len(text[after:].lstrip())
-            if text.startswith("[{", start) or text.startswith("[]", start):
-                items, stop = json.JSONDecoder().raw_decode(text, start)
+            items = None
+            if text.startswith("[", start) and text[start + 1:].lstrip()[:1] in ("{", "]"):  # a JSON list
+                try:
+                    items, stop = json.JSONDecoder().raw_decode(text, start)
+                except ValueError:  # an optional `[` before one call object, with no `]` after it (Phi-4-mini)
+                    start = text.index("{", start)
+            if isinstance(items, list):
                 count += len(items)
             elif text.startswith("{", start):  # a region that holds one call object or a list of them
                 _, stop = json.JSONDecoder().raw_decode(text, start)

@@ -285,9 +285,9 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         if "text" in chosen and "json" in chosen and group in names.values():
             picked = {"string": skeleton({group: chosen["text"]}), "other": skeleton({group: chosen["json"]})}
             # a value of the group that names a JSON type (Kimi K3's type="number"): written for values of that type
-            for value, parser in (by.get("parsers") or {}).items():
-                if (parser or {}).get("name") == "json" and value in _JSON_TYPES:
-                    picked[value] = skeleton({group: value})
+            for kind, parser in (by.get("parsers") or {}).items():
+                if (parser or {}).get("name") == "json" and kind in _JSON_TYPES:
+                    picked[kind] = skeleton({group: kind})
         # else the canonical writing leaves the selecting group out (it is optional), so value_parser applies
         elif any(p.kind == "group" and p.text == group for p in pieces) or group not in names.values():
             raise _Dead(f"xml-inline values whose parser is picked by the group {group!r} are not supported yet")
