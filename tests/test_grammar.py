@@ -680,6 +680,20 @@ def test_a_tag_attribute_naming_the_value_type_follows_the_schema():
         "n": 3, "ok": True, "tags": ["a"], "s": "x"}
 
 
+def test_text_after_calls_that_end_the_answer_starts_on_a_new_line():
+    # Mistral's calls have no closer: text after one on the same line would be read as part of it, text on a new
+    # line that starts with a word is content (Devstral writes it so)
+    case = next(case for case in corpus("mistral")["cases"] if case["name"] == "text_after_call_devstral_style")
+    output = end_of_turn("mistral", case["output"], case["prefix"], case["tools"])
+    tag = structural_tag("mistral", case["tools"], prefix=case["prefix"])
+    assert admits(tag, output)
+    call = planning._plan("mistral", WEATHER, "").calls["get_weather"].write({"city": "Paris"})
+    tag = structural_tag("mistral", WEATHER)
+    assert admits(tag, call + "\nDone.") and not admits(tag, call + " Done.") and not admits(tag, call + "\n{}")
+    message = rt.parse_response(call + "\nDone.", "mistral", prefix="", tools=WEATHER)
+    assert message["content"] == "Done." and len(message["tool_calls"]) == 1
+
+
 def test_a_call_object_may_hold_its_keys_in_either_order():
     # Inkling's chat template writes {"args": ..., "name": ...}; Hermes' models write "name" first
     case = next(case for case in corpus("inkling")["cases"] if case["name"] == "call_first")
@@ -755,9 +769,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (274 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
+# (277 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 274
+ADMITTED_FLOOR = 277
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -109,9 +109,12 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
         if plan.messages or plan.wrappers:
             raise GrammarError("this template reads text written after a call as part of the call, and its calls "
                                'sit in messages or sections: tool_choice="auto" is not compiled for it')
+        after = [{"type": "optional", "content": {"type": "sequence", "elements": [
+            _const("\n"), {"type": "regex", "pattern": "[A-Za-z]"}, _free_text(_excludes(plan, plan.triggers))]}}]
         return [_free_text(_excludes(plan)),
                 {"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
-                 "at_least_one": False, "stop_after_first": not parallel or _one_region(plan)}]
+                 "at_least_one": False, "stop_after_first": not parallel or _one_region(plan)},
+                *(after if plan.text_after_calls else [])]
     if _one_region(plan) and not (plan.messages or plan.wrappers):
         # one region holds the list of calls, text may surround it: text, then perhaps the region and text that
         # cannot open another one (a second region would not be read as more calls)

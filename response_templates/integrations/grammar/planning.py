@@ -34,6 +34,9 @@ class _Plan:
     calls_end_answer: bool = False
     # a second call is not read (GigaChat 3's call message ends the turn): one call per answer in every mode
     one_call: bool = False
+    # where calls end the answer, text after them that starts on a new line with a letter is still read as content
+    # (Mistral's and Granite 3's calls end before a line break and a word)
+    text_after_calls: bool = False
     wrappers: list = field(default_factory=list)  # (open, close) markers a group of calls may be written between
     # plain text that starts a call in another writing of the opener (gpt-oss's `to=`): kept out of free text
     # (inside a message or an argument string it opens nothing: the message's markers are kept out of them)
@@ -599,6 +602,18 @@ def _self_check(plan: _Plan) -> None:
             raise _NoParseBack(
                 f"the canonical writing of a call does not parse back ({what}): {text!r} gives "
                 f"{calls if message is not None else 'a parse error'}")
+    if plan.calls_end_answer:
+        # text after the calls on a new line, starting with a letter (the only text the grammar writes there)
+        def kept_after(calls: str, names: list) -> bool:
+            message = _probe(plan.template, lead + calls + "\nOk, done.", plan.prefix, _as_tools(plan.tools))
+            return _calls_read(message) == [(name, samples[name]) for name in names] and (
+                (message or {}).get("content") or "").endswith("Ok, done.")
+
+        plan.text_after_calls = kept_after(one, [first.tool]) and (
+            plan.one_call or kept_after(two, [first.tool, second.tool]))
+        if plan.text_after_calls:
+            plan.notes = [note.replace("no text after them", "text after them starts on a new line with a letter")
+                          for note in plan.notes]
     # a region may hold a list of call objects where the parser reads every call of a list written so, alone,
     # between texts and beside another call
     if first.write_list_region is not None:
