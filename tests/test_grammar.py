@@ -615,6 +615,9 @@ def test_harmony_calls_open_with_the_channel_marker_and_free_text_cannot_name_th
     ("apriel_thinker", "v16_reasoning_then_single_call"),  # `[BEGIN FINAL RESPONSE]` opens the answer
     ("ernie4.5_thinking", "response_then_parallel_calls"),  # `<response>`...`</response>` around the text
     ("kimi-k3", "empty_response_call_without_arguments"),  # a response block, then a tools block
+    # where text outside messages is dropped: the header of the next message, the section of the calls
+    ("solar_open", "content_then_parallel_calls"),  # <|end|><|begin|>assistant<|tool_calls|><|tool_call:begin|>
+    ("inkling", "thinking_text_and_two_calls"),  # <|end_message|><|message_model|>get_weather<|content_invoke_...
 ])
 def test_markup_a_model_writes_around_its_text_is_admitted_under_auto(name, case_name):
     case = next(case for case in corpus(name)["cases"] if case["name"] == case_name)
@@ -769,9 +772,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (277 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
+# (282 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 277
+ADMITTED_FLOOR = 282
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -281,6 +281,8 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
                           f"with plain text ({', '.join(map(repr, plan.plain_starts))}), are not written and that "
                           "text is kept out of free text")
     plan.messages, like_calls = _messages(plan)
+    if plan.messages and calls:  # (markers between the messages, found once the messages are known)
+        plan.free_markers = _free_markers(plan)
     if plan.messages:
         opener, ends, _ = plan.messages[0]
         plan.notes.append(f"text outside messages is dropped: under \"auto\" and \"none\" the answer is a "
@@ -410,10 +412,21 @@ def _wrappers(plan: _Plan) -> list:
 def _free_markers(plan: _Plan) -> list:
     """The markers the answer's free text may hold, found by parsing: written once, each is markup the parser drops
     (it is not in the message); the text around it is kept in order, and calls written before and after it are read
-    exactly.
-    Not where free text lies outside messages (gpt-oss) or could open a call (Llama's `{`)."""
-    if not plan.calls or plan.messages or plan.plain_opener is not None:
+    exactly. Where text outside messages is dropped (Solar Open), the text is written as messages and the marker
+    between them (Solar Open's `<|begin|>assistant<|tool_calls|>` before its calls, after a message). Not where
+    free text could open a call (Llama's `{`)."""
+    if not plan.calls or plan.plain_opener is not None:
         return []
+    if plan.messages:
+        opener, ends, _ = plan.messages[0]
+
+        def said(word: str) -> str:
+            return opener + word + ends[0]
+    else:
+        def said(word: str) -> str:
+            return word
+
+    aa, bb, cc = said("Aa."), said("Bb."), said("Cc.")
     forms = list(plan.calls.values())
     sample = _sample(dict(plan.tools)[forms[0].tool])
     one, wanted = forms[0].write(sample), [(forms[0].tool, sample)]
@@ -442,14 +455,14 @@ def _free_markers(plan: _Plan) -> list:
         if not marker or _plain(marker) or any(_overlaps(marker, text) for text in reserved if text):
             continue
         # (written once, the marker is markup; written again, it may be read as text: Apriel's content opener)
-        if not keeps(f"Aa.{marker}Bb.", ["Aa.", "Bb."], [], markup=True):
+        if not keeps(f"{aa}{marker}{bb}", ["Aa.", "Bb."], [], markup=True):
             continue
-        cases = [(f"{marker}Bb.", ["Bb."], []),
-                 (f"Aa.{marker}{one}", ["Aa."], wanted), (f"{marker}{one}", [], wanted),
-                 (f"Aa.{marker}Bb.{marker}Cc.", ["Aa.", "Bb.", "Cc."], [])]
+        cases = [(f"{marker}{bb}", ["Bb."], []),
+                 (f"{aa}{marker}{one}", ["Aa."], wanted), (f"{marker}{one}", [], wanted),
+                 (f"{aa}{marker}{bb}{marker}{cc}", ["Aa.", "Bb.", "Cc."], [])]
         if not plan.calls_end_answer:
-            cases += [(f"Aa.{marker}Bb.{one}Cc.", ["Aa.", "Bb.", "Cc."], wanted),
-                      (f"{one}{marker}Bb.", ["Bb."], wanted), (f"{one}Bb.{marker}Cc.", ["Bb.", "Cc."], wanted)]
+            cases += [(f"{aa}{marker}{bb}{one}{cc}", ["Aa.", "Bb.", "Cc."], wanted),
+                      (f"{one}{marker}{bb}", ["Bb."], wanted), (f"{one}{bb}{marker}{cc}", ["Bb.", "Cc."], wanted)]
         if all(keeps(text, words, calls) for text, words, calls in cases):
             found.append(marker)
     return found
