@@ -742,6 +742,26 @@ def test_markers_are_spelled_as_the_prompt_spells_them():
     assert plan.calls["get_weather"].write({"city": "Paris"}).startswith("<tool_call>get_weather")
 
 
+def test_both_spellings_of_a_format_are_admitted_where_the_prompt_does_not_choose():
+    # DeepSeek V4.1 writes its DSML markers with a space (`<｜DSML｜ invoke`, `<｜DSML｜ parameter`), V4 without:
+    # each call is admitted in either spelling, its parameter tags spelled alike
+    case = next(case for case in corpus("deepseek_v4")["cases"]
+                if case["name"] == "v41_spaced_dsml_text_then_parallel_calls")
+    output = end_of_turn("deepseek_v4", case["output"], case["prefix"], case["tools"])
+    assert "<｜DSML｜ parameter" in output
+    assert admits(structural_tag("deepseek_v4", case["tools"], prefix=case["prefix"]), output)
+    # Hunyuan with a prompt that shows no spelling: `<tool_call>` (preview) or `<tool_call:opensource>` (Hy3)
+    plan = planning._plan("hunyuan3", WEATHER, "")
+    assert plan.calls["get_weather"].begin == "<tool_call>"
+    assert plan.spelled["get_weather"].begin == "<tool_call:opensource>"
+    tag = structural_tag("hunyuan3", WEATHER, tool_choice="required")
+    for form in (plan.calls["get_weather"], plan.spelled["get_weather"]):
+        text = form.write({"city": "Paris"})
+        assert admits(tag, text), text
+        assert rt.parse_response(text, "hunyuan3", prefix="", tools=WEATHER)["tool_calls"][0]["function"][
+            "arguments"] == {"city": "Paris"}
+
+
 def test_a_run_of_any_character_but_a_few_in_a_call_opener_is_written_as_such():
     # Kimi K3 writes ` index="1"` where its opener has `[^<]*`; gpt-oss's `[^<]*` after the tool's name stays
     # whitespace (a letter there would lengthen the name)
@@ -772,9 +792,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (282 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
+# (284 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 282
+ADMITTED_FLOOR = 284
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

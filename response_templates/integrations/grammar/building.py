@@ -14,8 +14,9 @@ def _tags(plan: _Plan, names: list, parallel: bool = True) -> list:
     region holds a list of calls, one list whose items are any of those tools, one item at most if not `parallel`)."""
     by_begin: dict = {}
     for name in names:
-        form = plan.calls[name]
-        by_begin.setdefault((form.begin, form.end), []).append(form)
+        for forms in (plan.calls, plan.spelled):  # (in each spelling of the markers the grammar writes)
+            if name in forms:
+                by_begin.setdefault((forms[name].begin, forms[name].end), []).append(forms[name])
     tags = []
     for (begin, end), forms in by_begin.items():
         first = forms[0]
@@ -41,7 +42,8 @@ def _one_region(plan: _Plan) -> bool:
 def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
     """Markers kept out of free text. Free text also spells the start of a call's opener before the grammar knows a
     call began, so markers that overlap an opener are left out (the opener itself is the call)."""
-    begins = ([form.begin for form in plan.calls.values()] + [opener for opener, _ in plan.wrappers]
+    begins = ([form.begin for form in [*plan.calls.values(), *plan.spelled.values()]]
+              + [opener for opener, _ in plan.wrappers]
               + [trigger for _, _, trigger in plan.messages])
     # (nor the pieces of a marker free text may hold: `<|sep|>` of Kimi K3's `<|open|>response<|sep|>`)
     found = [marker for marker in plan.markers if not any(_overlaps(marker, begin) for begin in begins)

@@ -48,9 +48,10 @@ class _CallForm:
     list_ids: list = field(default_factory=list)
     # for JSON arguments: a call written with a line break around every JSON token, as the grammar allows
     write_laid_out: Callable[[dict], str] | None = None
-    # a call object whose keys may come in the other order: (the format choosing between the orders, the other
-    # order's format, a call written in it)
-    key_order: tuple | None = None
+    # other writings the grammar allows beside the canonical one, each kept only where a call written so parses
+    # back: ([(a format choosing between writings, the other writing's format)], a call written so) -- a call
+    # object's keys in the other order (Inkling), parameter tags in the other spelling (DeepSeek V4.1)
+    variants: list = field(default_factory=list)
     # a region that holds one call object or, with the optional brackets its opener and closer allow, a JSON list
     # of them (Nemotron's `<TOOLCALL>[{...}, {...}]</TOOLCALL>`): the formats of a list region of the given call
     # objects (for parallel_tool_calls), and the canonical text of one region holding [(tool, arguments)]
@@ -294,9 +295,15 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         elif _group_required(pattern, group):
             raise _Dead(f"the group {group!r} that picks the value parser is not optional")
 
-    def layout(pieces: list) -> tuple:
+    def layout(pieces: list, spaced: bool = False) -> tuple:
         """(tag opener: text before the key, text after it; the formats and text between the key and the value;
-        the tag's closer; the whitespace format allowed after a JSON value)"""
+        the tag's closer; the whitespace format allowed after a JSON value). `spaced`: the tag's other spelling,
+        an optional space inside its literal text (` ?`, not `\\s*`) written (DeepSeek V4.1's `<｜DSML｜ parameter`)."""
+        if spaced:
+            pieces = [_Piece("lit", " ") if piece.kind == "ws" and piece.size == 0 and piece.text == " "
+                      and piece.most == 1 and 0 < at < len(pieces) - 1
+                      and pieces[at - 1].kind == pieces[at + 1].kind == "lit" else piece
+                      for at, piece in enumerate(pieces)]
         kinds = [piece.text for piece in pieces if piece.kind == "group"]
         if kinds != ["key", "value"]:
             raise _Dead(f"tag_pattern {pattern!r}: expected a key group then a value group, found {kinds}")
@@ -323,52 +330,62 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         return ("".join(p.text for p in before), lead), between_formats, between_text, closer, value_ws
 
     layouts = {kind: layout(kind_pieces) for kind, kind_pieces in picked.items()} or {"": layout(pieces)}
+    spaced_layouts = ({kind: layout(kind_pieces, True) for kind, kind_pieces in picked.items()}
+                      or {"": layout(pieces, True)})
 
     def is_string(schema: Any) -> bool:
         return isinstance(schema, dict) and schema.get("type") == "string" and (not json_values or bool(picked))
 
-    def layout_of(schema: Any) -> tuple:
-        if "" in layouts:
-            return layouts[""]
+    def layout_of(schema: Any, spaced: bool = False) -> tuple:
+        chosen = spaced_layouts if spaced else layouts
+        if "" in chosen:
+            return chosen[""]
         kind = schema.get("type") if isinstance(schema, dict) else None
-        kind = "number" if kind == "integer" and "integer" not in layouts else kind
-        return layouts[kind if isinstance(kind, str) and kind in layouts and kind != "string" else
-                       "string" if is_string(schema) else "other"]
+        kind = "number" if kind == "integer" and "integer" not in chosen else kind
+        return chosen[kind if isinstance(kind, str) and kind in chosen and kind != "string" else
+                      "string" if is_string(schema) else "other"]
 
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or [])
     elements: list = []
+    spellings: list = []  # (the choice between a tag's spellings, its other spelling)
     for key, schema in properties.items():
         if not isinstance(key, str) or not key or any(char.isspace() or char in "<>\"=" for char in key):
             raise _Dead(f"parameter name {key!r} cannot be written in a tag")
-        opener, between_formats, _, closer, value_ws = layout_of(schema)
-        value: dict
-        if is_string(schema) and schema.get("enum"):  # the value is one of the strings, written raw
-            value = {"type": "or", "elements": [_const(str(choice)) for choice in schema["enum"]]}
-        elif is_string(schema):
-            value = _free_text([m for m in markers if m != closer])
-        else:
-            value = {"type": "json_schema", "json_schema": _finite_numbers(schema), "excludes": list(markers),
-                     "max_whitespace_cnt": _WS_MAX}
-        # a raw string runs to the tag's end; JSON may be followed by the whitespace the pattern allows there
-        content = between_formats + [value] + ([] if is_string(schema) else value_ws)
-        content = content[0] if len(content) == 1 else {"type": "sequence", "elements": content}
-        tag = {"type": "tag", "begin": opener[0] + key + opener[1], "content": content, "end": closer}
+        tags = []
+        for spaced in (False, True):
+            opener, between_formats, _, closer, value_ws = layout_of(schema, spaced)
+            value: dict
+            if is_string(schema) and schema.get("enum"):  # the value is one of the strings, written raw
+                value = {"type": "or", "elements": [_const(str(choice)) for choice in schema["enum"]]}
+            elif is_string(schema):
+                value = _free_text([m for m in markers if m != closer])
+            else:
+                value = {"type": "json_schema", "json_schema": _finite_numbers(schema), "excludes": list(markers),
+                         "max_whitespace_cnt": _WS_MAX}
+            # a raw string runs to the tag's end; JSON may be followed by the whitespace the pattern allows there
+            content = between_formats + [value] + ([] if is_string(schema) else value_ws)
+            content = content[0] if len(content) == 1 else {"type": "sequence", "elements": content}
+            tags.append({"type": "tag", "begin": opener[0] + key + opener[1], "content": content, "end": closer})
+        tag = tags[0]
+        if (tags[1]["begin"], tags[1]["end"]) != (tags[0]["begin"], tags[0]["end"]):
+            tag = {"type": "or", "elements": tags}
+            spellings.append((tag, tags[1]))
         item = {"type": "sequence", "elements": [_ws(0), tag]}
         elements.append(item if key in required else {"type": "optional", "content": item})
 
-    def write(arguments: dict) -> str:
+    def write(arguments: dict, spaced: bool = False) -> str:
         out = ""
         for key, schema in properties.items():
             if key not in arguments:
                 continue
-            opener, _, between_text, closer, _ = layout_of(schema)
+            opener, _, between_text, closer, _ = layout_of(schema, spaced)
             value = arguments[key]
             text = value if is_string(schema) else json.dumps(value, ensure_ascii=False)
             out += opener[0] + key + opener[1] + between_text[len(opener[1]):] + text + closer
         return out
 
-    return elements, write
+    return elements, write, spellings
 
 
 def _transform_keys(function: Any, scope: str) -> tuple | None:
@@ -546,8 +563,12 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     elif content == "xml-inline":
         if whole:
             raise _Dead("xml-inline content with the name inside it")
-        body_elements, write_body = _xml_body(parameters, field_spec.get("content_args") or {}, in_strings)
+        body_elements, write_xml, tag_spellings = _xml_body(parameters, field_spec.get("content_args") or {},
+                                                            in_strings)
         body_elements = body_elements + [_ws(0)]
+
+        def write_body(arguments: dict, laid_out: bool = False) -> str:
+            return write_xml(arguments)
     else:
         raise _Dead(f"content {content!r} in a tool-call region is not supported yet")
 
@@ -569,9 +590,12 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
                                                  + close_text + end)
         if keys is not None and not each:
             choice = body_elements[1]
-            form.key_order = (choice, choice["elements"][1], lambda arguments: (
+            form.variants.append(([(choice, choice["elements"][1])], lambda arguments: (
                 begin + open_text[len(begin):] + _write_json({keys[1]: arguments, keys[0]: name}, style)
-                + close_text + end))
+                + close_text + end)))
+    if content == "xml-inline" and tag_spellings:
+        form.variants.append((tag_spellings, lambda arguments: (
+            begin + open_text[len(begin):] + write_xml(arguments, True) + close_text + end)))
     brackets = [piece for piece in opener if piece.kind == "opt" and piece.sample.strip() == "["] + [
         piece for piece in closer[:last] if piece.kind == "opt" and piece.sample.strip() == "]"]
     if content == "json" and style == "json" and keys is not None and not each and len(brackets) == 2:

@@ -44,6 +44,8 @@ _SLOT_MAX = 32
 
 # The prompt the compiler reads a template for (set while it plans): optional spellings of markers follow it.
 PROMPT: ContextVar[str] = ContextVar("response_templates_grammar_prompt", default="")
+# Set while the compiler writes a template's other spelling: every optional spelling inside a marker is written.
+SPELL_ALL: ContextVar[bool] = ContextVar("response_templates_grammar_spell_all", default=False)
 
 
 class _Dead(Exception):
@@ -219,14 +221,14 @@ def _spelled_in_prompt(out: list, optional: tuple) -> bool:
     prompt holds `<think:opensource>`): the model spells its markers as its prompt does."""
     prompt = PROMPT.get()
     regex_text, sample = optional
-    if not prompt or not sample or regex_text.replace("(", "").replace(")", "") != _re.escape(sample):
+    if not sample or regex_text.replace("(", "").replace(")", "") != _re.escape(sample):
         return False
     tail = ""
     for piece in reversed(out):
         if piece.kind != "lit":
             break
         tail = piece.text + tail
-    return len(tail) >= 2 and tail[-4:] + sample in prompt
+    return len(tail) >= 2 and (SPELL_ALL.get() or tail[-4:] + sample in prompt)
 
 
 def _holds_group(items: Any, names: dict, wanted: Any) -> bool:

@@ -3,6 +3,7 @@ messages), each found by parsing, and the check that calls written the canonical
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from ...core.errors import GrammarError
 from ...core.parse_whole import parse_response
 from ...core.template import CompiledTemplate, load_template
 from .formats import _call_form, _leading_literal, _opener, _plain, _sample, _stress_samples, _tool_list
-from .patterns import PROMPT, _Dead, _delimiter_spec, _literal_runs, _markers, _Piece, _skeletons
+from .patterns import PROMPT, SPELL_ALL, _Dead, _delimiter_spec, _literal_runs, _markers, _Piece, _skeletons
 
 
 @dataclass
@@ -53,6 +54,10 @@ class _Plan:
     # content messages opened by their own marker, in a format that drops text outside messages:
     # (open, [closes], what free text writes to open one)
     messages: list = field(default_factory=list)
+    # the calls written in the template's other spelling (every optional spelling inside a marker written: DeepSeek
+    # V4.1's `<｜DSML｜ invoke`), each tool name -> _CallForm, where the prompt does not choose one and calls written
+    # so parse back: the grammar admits either spelling
+    spelled: dict = field(default_factory=dict)
     # markers free text may hold: markup the parser drops wherever the answer's text writes it (Apriel's
     # `[BEGIN FINAL RESPONSE]`, Ernie's `<response>`, Kimi K3's response block), which models write
     free_markers: list = field(default_factory=list)
@@ -255,11 +260,25 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
                                          _string_excludes(json.dumps(source, sort_keys=True), closing))
             except _Dead as dead:
                 raise GrammarError(f"tool_calls of this template cannot be compiled: {dead}") from None
-    triggers = []
-    for form in calls.values():
-        trigger = _trigger(form.begin, [other.begin for other in calls.values()])
-        if trigger not in triggers:
-            triggers.append(trigger)
+    spelled: dict = {}
+    if calls:
+        spelling = SPELL_ALL.set(True)
+        try:
+            spelled = {name: _call_form(spec, name, parameters, markers, closing,
+                                        _string_excludes(json.dumps(source, sort_keys=True), closing))
+                       for name, parameters in tool_list}
+        except (_Dead, IndexError):
+            spelled = {}
+        finally:
+            SPELL_ALL.reset(spelling)
+        if all(spelled[name].begin == calls[name].begin for name in spelled):
+            spelled = {}
+    triggers: list = []
+    for group in (calls, spelled):
+        for form in group.values():
+            trigger = _trigger(form.begin, [other.begin for other in group.values()])
+            if trigger not in triggers:
+                triggers.append(trigger)
     plan = _Plan(compiled, prefix, tool_list, calls, triggers, markers, reasoning_open, reasoning_tag, "\n")
     plan.plain_opener = _plain_opener(spec, triggers)
     if plan.plain_opener is not None:
@@ -274,6 +293,16 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     if calls:
         plan.content_open = _content_open(plan)
         _self_check(plan)
+        if spelled:
+            trial = dataclasses.replace(plan, calls=spelled, notes=[])
+            try:
+                _self_check(trial)
+                plan.spelled = spelled
+                plan.notes.append("calls are written in either spelling of the template's markers ("
+                                  + " or ".join(repr(form.begin) for form in (next(iter(calls.values())),
+                                                                              next(iter(spelled.values())))) + ")")
+            except _NoParseBack:
+                plan.triggers = [t for t in plan.triggers if any(form.begin.startswith(t) for form in calls.values())]
         plan.free_markers = _free_markers(plan)
         plan.wrappers = [(opener, closer) for opener, closer in _wrappers(plan) if opener not in plan.free_markers]
     if plan.plain_starts:
@@ -356,7 +385,8 @@ def _wrappers(plan: _Plan) -> list:
     one, two = first.write(samples[first.tool]), second.write(samples[second.tool])
     lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
     tools = _as_tools(plan.tools)
-    reserved = [form.begin for form in forms] + [form.end for form in forms] + list(plan.triggers)
+    reserved = [form.begin for form in [*forms, *plan.spelled.values()]] + [form.end for form in forms] + list(
+        plan.triggers)
     if plan.reasoning_open:
         reserved.append(plan.reasoning_open)
     if plan.reasoning_tag:
@@ -465,6 +495,13 @@ def _free_markers(plan: _Plan) -> list:
                       (f"{one}{marker}{bb}", ["Bb."], wanted), (f"{one}{bb}{marker}{cc}", ["Bb.", "Cc."], wanted)]
         if all(keeps(text, words, calls) for text, words, calls in cases):
             found.append(marker)
+    # and side by side (Cohere's `<co>` then `</co:` swallows the call after them): a marker that breaks the text
+    # or the call after another one is left out
+    for first in list(found):
+        for second in list(found):
+            if first in found and second in found and not (
+                    keeps(f"{aa}{first}{second}{one}", ["Aa."], wanted) and keeps(f"{first}{second}{bb}", ["Bb."], [])):
+                found.remove(second)
     return found
 
 
@@ -666,17 +703,17 @@ def _self_check(plan: _Plan) -> None:
                     raise _NoParseBack(
                         "calls whose JSON arguments hold line breaks between tokens (whitespace the grammar allows) "
                         f"do not parse back: {written[:160]!r} gives {_calls_read(message) if message else 'a parse error'}")
-    # an optional part (or the call object's keys in the other order) stays allowed only where a call written with
-    # it parses as the same call, alone, after another call and before text (DSML's self-closing `/` after the
+    # an optional part (or another writing: the call object's keys in the other order) stays allowed only where a
+    # call written with it parses as the same call, alone, after another call and before text (DSML's self-closing `/` after the
     # tool's name does not: parameters follow)
     for form in forms:
-        if form.key_order is not None:
-            choice, swapped, write_swapped = form.key_order
+        for choices, write_variant in form.variants:
             for before, after, names in _variant_contexts(plan, form, one):
-                read = _calls_read(_probe(plan.template, lead + before + write_swapped(samples[form.tool]) + after,
+                read = _calls_read(_probe(plan.template, lead + before + write_variant(samples[form.tool]) + after,
                                           plan.prefix, _as_tools(plan.tools)))
                 if read != [(name, samples[name]) for name in names] and not (after == " Done." and plan.calls_end_answer):
-                    choice["elements"].remove(swapped)
+                    for choice, element in choices:
+                        choice["elements"].remove(element)
                     break
         for element, write in form.optional:
             text = write(samples[form.tool])
