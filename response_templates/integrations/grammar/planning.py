@@ -482,19 +482,37 @@ def _free_markers(plan: _Plan) -> list:
 
     found = []
     for marker in plan.markers:
-        if not marker or _plain(marker) or any(_overlaps(marker, text) for text in reserved if text):
+        # (a marker that does not end as markup ends, `>` or `]`, is the start of a longer one: Cohere's `</co:`
+        # of `</co: 0>`, after which text is content; but for the header every message starts with, Solar Open's
+        # `<|begin|>assistant`)
+        header = plan.lead is not None and marker == plan.lead.sample
+        if not marker or _plain(marker) or marker[-1] not in ">]" and not header or any(
+                _overlaps(marker, text) for text in reserved if text):
             continue
         # (written once, the marker is markup; written again, it may be read as text: Apriel's content opener)
         if not keeps(f"{aa}{marker}{bb}", ["Aa.", "Bb."], [], markup=True):
             continue
+        # where text outside messages is dropped, text after the marker must stay dropped (Cohere's `<co>` would
+        # make it content, and a call after it too)
+        if plan.messages and not all(keeps(text, [], calls) and not keeps(text, ["Bb."], calls)
+                                     for text, calls in ((f"{marker}Bb.", []), (f"{aa}{marker}Bb.{one}", wanted))):
+            continue
         cases = [(f"{marker}{bb}", ["Bb."], []),
                  (f"{aa}{marker}{one}", ["Aa."], wanted), (f"{marker}{one}", [], wanted),
-                 (f"{aa}{marker}{bb}{marker}{cc}", ["Aa.", "Bb.", "Cc."], [])]
+                 (f"{aa}{marker}{bb}{marker}{cc}", ["Aa.", "Bb.", "Cc."], []),
+                 (f"{aa}{marker}{bb}{one}", ["Aa.", "Bb."], wanted),
+                 # (free text after it, outside messages too: Cohere's `<co>` would make it content, call and all)
+                 (f"{aa}{marker}Bb.{one}", ["Aa."], wanted)]
         if not plan.calls_end_answer:
             cases += [(f"{aa}{marker}{bb}{one}{cc}", ["Aa.", "Bb.", "Cc."], wanted),
                       (f"{one}{marker}{bb}", ["Bb."], wanted), (f"{one}{bb}{marker}{cc}", ["Bb.", "Cc."], wanted)]
         if all(keeps(text, words, calls) for text, words, calls in cases):
             found.append(marker)
+    # the markers free text may then hold as pieces of these (xgrammar keeps a text out where any piece of it is
+    # excluded): each must leave a call after it read (Cohere's `<|END_` of `<|END_RESPONSE|>`)
+    for piece in [marker for marker in plan.markers if marker not in found and any(marker in free for free in found)]:
+        if not all(keeps(text, [], wanted) for text in (f"{aa}{piece}{one}", f"{piece}Bb.{one}", f"{aa}{piece}{bb}{one}")):
+            found = [free for free in found if piece not in free]
     # and side by side (Cohere's `<co>` then `</co:` swallows the call after them): a marker that breaks the text
     # or the call after another one is left out
     for first in list(found):
