@@ -123,18 +123,25 @@ def walks(tag, rng, count=WALKS, markers=()):
             yield text
 
 
-def grammar_markers(node, found):
+def formats_of(node, descend=lambda node: True):
+    """Every format (dict) of a structural tag, depth first; below a format only where `descend` says so."""
     if isinstance(node, dict):
-        for key in ("begin", "end"):
-            if isinstance(node.get(key), str) and node[key]:
-                found.add(node[key])
-        for key in ("triggers", "excludes"):
-            found.update(text for text in node.get(key, []) if text)
-        for value in node.values():
-            grammar_markers(value, found)
+        yield node
+        if descend(node):
+            for value in node.values():
+                yield from formats_of(value, descend)
     elif isinstance(node, list):
         for item in node:
-            grammar_markers(item, found)
+            yield from formats_of(item, descend)
+
+
+def grammar_markers(node, found):
+    for format_ in formats_of(node):
+        for key in ("begin", "end"):
+            if isinstance(format_.get(key), str) and format_[key]:
+                found.add(format_[key])
+        for key in ("triggers", "excludes"):
+            found.update(text for text in format_.get(key, []) if text)
     return found
 
 
@@ -191,30 +198,15 @@ def opened_calls(tag, text, sections=()):
     inner = {}
     json_bodies = set()
 
-    def inner_tags(node, found):
-        if isinstance(node, dict):
-            if node.get("type") == "tag":
-                found.append((node["begin"], node["end"]))
-                return found
-            for value in node.values():
-                inner_tags(value, found)
-        elif isinstance(node, list):
-            for item in node:
-                inner_tags(item, found)
-        return found
-
-    def plain_json(node):
-        if isinstance(node, dict):
-            if node.get("type") == "json_schema":
-                return node.get("style", "json") == "json"
-            return any(plain_json(value) for value in node.values())
-        return isinstance(node, list) and any(plain_json(item) for item in node)
-
     def call_pair(tag_node):
         pair = (tag_node["begin"], tag_node["end"])
         pairs.add(pair)
-        inner.setdefault(pair, []).extend(inner_tags(tag_node["content"], []))
-        if plain_json(tag_node["content"]) and not inner[pair]:
+        inner.setdefault(pair, []).extend(
+            (format_["begin"], format_["end"]) for format_ in formats_of(
+                tag_node["content"], descend=lambda format_: format_.get("type") != "tag")
+            if format_.get("type") == "tag")
+        if not inner[pair] and any(format_.get("type") == "json_schema" and format_.get("style", "json") == "json"
+                                   for format_ in formats_of(tag_node["content"])):
             json_bodies.add(pair)
 
     def holds_list(node):

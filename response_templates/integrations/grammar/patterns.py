@@ -218,7 +218,8 @@ def _walk(items: Any, names: dict, out: list, fill: dict | None = None) -> None:
 def _spelled_in_prompt(out: list, optional: tuple) -> bool:
     """An optional spelling inside a marker (Hunyuan's `<tool_call(?::opensource)?>`) is written where the prompt
     writes it after the same text (at least four characters of it: `</think:opensource>` is written where the
-    prompt holds `<think:opensource>`): the model spells its markers as its prompt does."""
+    prompt holds `<think:opensource>`): the model spells its markers as its prompt does. While SPELL_ALL is set,
+    every such spelling is written (the template's other spelling, which the grammar admits too)."""
     prompt = PROMPT.get()
     regex_text, sample = optional
     if not sample or regex_text.replace("(", "").replace(")", "") != _re.escape(sample):
