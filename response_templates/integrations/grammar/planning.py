@@ -251,21 +251,20 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     tool_list = _tool_list(tools)
     calls: dict = {}
     spec = fields.get("tool_calls")
+    in_strings = _string_excludes(json.dumps(source, sort_keys=True), closing) if tool_list and spec else None
     if tool_list:
         if spec is None:
             raise GrammarError("the template has no tool_calls field: it cannot write a tool call")
         for name, parameters in tool_list:
             try:
-                calls[name] = _call_form(spec, name, parameters, markers, closing,
-                                         _string_excludes(json.dumps(source, sort_keys=True), closing))
+                calls[name] = _call_form(spec, name, parameters, markers, closing, in_strings)
             except _Dead as dead:
                 raise GrammarError(f"tool_calls of this template cannot be compiled: {dead}") from None
     spelled: dict = {}
     if calls:
         spelling = SPELL_ALL.set(True)
         try:
-            spelled = {name: _call_form(spec, name, parameters, markers, closing,
-                                        _string_excludes(json.dumps(source, sort_keys=True), closing))
+            spelled = {name: _call_form(spec, name, parameters, markers, closing, in_strings)
                        for name, parameters in tool_list}
         except (_Dead, IndexError):
             spelled = {}
