@@ -162,13 +162,13 @@ def _string_excludes(source_json: str, closing: int) -> list | None:
     # hold one (Nemotron's `<TOOLCALL>[{...}, {...}]</TOOLCALL>`)
     separator = next((text for text in ("\n", "") if reads(["ok", "ok"], text)), None)
     listed = form.write_list_region
-    pair = [("probe", {"s": "ok"}), ("probe", {"s": "ok"})]
-    if listed is not None and _calls_read(_probe(template, listed(pair), "")) != pair:
-        listed = None
 
     def in_list(value: str) -> bool:  # (a string before another item of a list region)
         items = [("probe", {"s": value}), ("probe", {"s": "ok"})]
         return listed is None or _calls_read(_probe(template, listed(items), "")) == items
+
+    if not in_list("ok"):
+        listed = None
 
     def fine(value: str) -> bool:
         return reads([value]) and (separator is None or reads([value, "ok"], separator)) and in_list(value)
@@ -260,24 +260,7 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
                 calls[name] = _call_form(spec, name, parameters, markers, closing, in_strings)
             except _Dead as dead:
                 raise GrammarError(f"tool_calls of this template cannot be compiled: {dead}") from None
-    spelled: dict = {}
-    if calls:
-        spelling = SPELL_ALL.set(True)
-        try:
-            spelled = {name: _call_form(spec, name, parameters, markers, closing, in_strings)
-                       for name, parameters in tool_list}
-        except (_Dead, IndexError):
-            spelled = {}
-        finally:
-            SPELL_ALL.reset(spelling)
-        if all(spelled[name].begin == calls[name].begin for name in spelled):
-            spelled = {}
-    triggers: list = []
-    for group in (calls, spelled):
-        for form in group.values():
-            trigger = _trigger(form.begin, [other.begin for other in group.values()])
-            if trigger not in triggers:
-                triggers.append(trigger)
+    triggers = _triggers_of(calls)
     plan = _Plan(compiled, prefix, tool_list, calls, triggers, markers, reasoning_open, reasoning_tag, "\n")
     plan.plain_opener = _plain_opener(spec, triggers)
     if plan.plain_opener is not None:
@@ -292,16 +275,7 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     if calls:
         plan.content_open = _content_open(plan)
         _self_check(plan)
-        if spelled:
-            trial = dataclasses.replace(plan, calls=spelled, notes=[])
-            try:
-                _self_check(trial)
-                plan.spelled = spelled
-                plan.notes.append("calls are written in either spelling of the template's markers ("
-                                  + " or ".join(repr(form.begin) for form in (next(iter(calls.values())),
-                                                                              next(iter(spelled.values())))) + ")")
-            except _NoParseBack:
-                plan.triggers = [t for t in plan.triggers if any(form.begin.startswith(t) for form in calls.values())]
+        _other_spelling(plan, spec, closing, in_strings)
         plan.free_markers = _free_markers(plan)
         plan.wrappers = [(opener, closer) for opener, closer in _wrappers(plan) if opener not in plan.free_markers]
     if plan.plain_starts:
@@ -324,6 +298,40 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     if header and places:
         plan.notes.append(f"{header!r} is written only {' and '.join(places)}")
     return plan
+
+
+def _triggers_of(calls: dict) -> list:
+    """The call triggers of a set of call forms (one per distinct literal start their begins share)."""
+    triggers: list = []
+    for form in calls.values():
+        trigger = _trigger(form.begin, [other.begin for other in calls.values()])
+        if trigger not in triggers:
+            triggers.append(trigger)
+    return triggers
+
+
+def _other_spelling(plan: _Plan, spec: dict, closing: int, in_strings: list | None) -> None:
+    """Where the calls written with every optional spelling of the template's markers (SPELL_ALL) differ from the
+    canonical ones and parse back too, the plan admits them beside the canonical calls, with their own triggers."""
+    spelling = SPELL_ALL.set(True)
+    try:
+        spelled = {name: _call_form(spec, name, parameters, plan.markers, closing, in_strings)
+                   for name, parameters in plan.tools}
+    except (_Dead, IndexError):
+        return
+    finally:
+        SPELL_ALL.reset(spelling)
+    if all(spelled[name].begin == plan.calls[name].begin for name in spelled):
+        return
+    try:
+        _self_check(dataclasses.replace(plan, calls=spelled, notes=[]))
+    except _NoParseBack:
+        return
+    plan.spelled = spelled
+    plan.triggers += [trigger for trigger in _triggers_of(spelled) if trigger not in plan.triggers]
+    first, other = next(iter(plan.calls.values())), next(iter(spelled.values()))
+    plan.notes.append(f"calls are written in either spelling of the template's markers ({first.begin!r} or "
+                      f"{other.begin!r})")
 
 
 def _messages(plan: _Plan) -> tuple:
@@ -446,6 +454,9 @@ def _free_markers(plan: _Plan) -> list:
     free text could open a call (Llama's `{`)."""
     if not plan.calls or plan.plain_opener is not None:
         return []
+    after_reasoning = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    if not plan.messages and _drops_bare_text(plan.template, plan.prefix, after_reasoning):
+        return []  # (text outside messages is dropped: found once the messages are known)
     if plan.messages:
         opener, ends, _ = plan.messages[0]
 
@@ -459,8 +470,7 @@ def _free_markers(plan: _Plan) -> list:
     forms = list(plan.calls.values())
     sample = _sample(dict(plan.tools)[forms[0].tool])
     one, wanted = forms[0].write(sample), [(forms[0].tool, sample)]
-    lead = _reasoning_text(plan) if plan.reasoning_open is not None else (
-        "Answer." + plan.content_open if plan.content_open is not None else "")
+    lead = _answer_start(plan)
     reserved = [form.begin for form in forms] + [form.end for form in forms] + list(plan.triggers)
     reserved += [plan.reasoning_open] if plan.reasoning_open else []
     reserved += list(plan.reasoning_tag or ()) + ([plan.content_open] if plan.content_open else [])
@@ -605,6 +615,14 @@ def _reasoning_text(plan: _Plan) -> str:
     return ""
 
 
+def _answer_start(plan: _Plan) -> str:
+    """What the answer writes before anything else: the close of a reasoning block (or a content message) the
+    prompt left open, after some text."""
+    if plan.reasoning_open is not None:
+        return _reasoning_text(plan)
+    return "Answer." + plan.content_open if plan.content_open is not None else ""
+
+
 def _as_tools(tool_list: list) -> list:
     return [{"type": "function", "function": {"name": name, "parameters": parameters}} for name, parameters in tool_list]
 
@@ -616,8 +634,7 @@ def _self_check(plan: _Plan) -> None:
     first, second = forms[0], forms[-1]
     one = first.write(samples[first.tool])
     # the grammar closes a reasoning block (or a content message) the prompt left open before anything else
-    lead = _reasoning_text(plan) if plan.reasoning_open is not None else (
-        "Answer." + plan.content_open if plan.content_open is not None else "")
+    lead = _answer_start(plan)
     if plan.lead is not None:  # the header every message starts with separates calls too (`<|start|>assistant`)
         joined = _probe(plan.template, lead + one + plan.lead.sample + second.write(samples[second.tool]),
                         plan.prefix, _as_tools(plan.tools))
