@@ -640,6 +640,31 @@ def test_argument_strings_may_hold_the_markers_the_parser_reads_there_as_text():
     assert not admits(structural_tag("gpt-oss", WEATHER, tool_choice="required"), gpt.write({"city": "a <|call|> b"}))
 
 
+@pytest.mark.parametrize("name, case_name, marker, pair", [
+    # Nemotron 3: `</tool_call>` in a value is text (the value runs to `</parameter>`); after `</function>` it ends
+    # the call, and so does `<|im_end|>`: `</function>`, in both pairs, is the one kept out
+    ("nemotron3", "nested_unicode_and_escapes", "</tool_call>", ("</function>", "</tool_call>")),
+    # Ling 3 (GLM's shape): `<tool_call>x</tool_call>` in a value reads as a call without arguments; `<tool_call>`,
+    # which opens calls, is the one kept out
+    ("ling3", "text_and_two_calls", "</tool_call>", ("<tool_call>", "x</tool_call>")),
+])
+def test_of_two_markers_that_end_a_call_side_by_side_one_is_kept_out_of_strings(name, case_name, marker, pair):
+    case = next(case for case in corpus(name)["cases"] if case["name"] == case_name)
+    output = end_of_turn(name, case["output"], case["prefix"], case["tools"])
+    assert marker in output
+    assert admits(structural_tag(name, case["tools"], prefix=case["prefix"]), output)
+    assert rt.parse_response(output, name, prefix=case["prefix"], tools=case["tools"]) == case["expected"]
+    # side by side, or a line break apart, at the start of a value they end the call: not admitted
+    call = planning._plan(name, WEATHER, "").calls["get_weather"]
+    tag = structural_tag(name, WEATHER, tool_choice="required")
+    for between in ("", "\n"):
+        city = f"{pair[0]}{between}{pair[1]} b"
+        text = call.write({"city": city})
+        calls = rt.parse_response(text, name, prefix="", tools=WEATHER).get("tool_calls") or []
+        assert [call["function"]["arguments"] for call in calls] != [{"city": city}], text
+        assert not admits(tag, text), text
+
+
 def test_a_region_may_hold_a_list_of_call_objects_where_its_brackets_are_optional():
     # Nemotron's chat template writes parallel calls as one list, `<TOOLCALL>[{...}, {...}]</TOOLCALL>`; the
     # template reads a region holding one call object too
@@ -784,9 +809,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (284 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
+# (289 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 284
+ADMITTED_FLOOR = 289
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -154,7 +154,12 @@ def _string_excludes(source_json: str, closing: int) -> list | None:
         return separator.join(form.write({"s": value}) for value in values)
 
     def reads(values: list, separator: str = "") -> bool:
-        return _calls_read(_probe(template, calls(values, separator), "")) == [("probe", {"s": v}) for v in values]
+        # (up to whitespace at the value's ends, which xml-inline values may strip whatever they hold: a marker must
+        # not move where the value or the call ends, the ends' spacing is the value's own)
+        read = _calls_read(_probe(template, calls(values, separator), ""))
+        return [(name, {key: value.strip() if isinstance(value, str) else value for key, value in arguments.items()})
+                if isinstance(arguments, dict) else (name, arguments)
+                for name, arguments in read] == [("probe", {"s": v.strip()}) for v in values]
 
     if not reads(["ok"]):
         return None
@@ -180,13 +185,15 @@ def _string_excludes(source_json: str, closing: int) -> list | None:
     # `name="` is no marker)
     tag_pattern = (spec.get("content_args") or {}).get("tag_pattern")
     runs = _literal_runs(tag_pattern) if spec.get("content") == "xml-inline" and tag_pattern else []
-    spelled = [text for run in runs if run not in markers for text in (run, " " + run)]
+    failings = {marker: [before for before in _STRING_BEFORE for after in _STRING_AFTER
+                         if not fine(before + marker + after)] for marker in markers if marker not in excludes}
+    # (a run holding a marker strings cannot hold anyway is never written after one: GLM's `\n<arg_key>`)
+    kept_out = excludes + [marker for marker, failing in failings.items() if failing]
+    spelled = [text for run in runs if run not in markers and not any(marker in run for marker in kept_out)
+               for text in (run, " " + run)]
     after_brace: list = []
     free = []
-    for marker in markers:
-        if marker in excludes:
-            continue
-        failing = [before for before in _STRING_BEFORE for after in _STRING_AFTER if not fine(before + marker + after)]
+    for marker, failing in failings.items():
         failing += ["" for after in spelled if not fine(marker + after)]
         if not failing:
             free.append(marker)
@@ -195,14 +202,30 @@ def _string_excludes(source_json: str, closing: int) -> list | None:
         else:
             excludes.append(marker)
     # and two markers side by side (a closer may start with another marker: Hermes' `(?<=\}\s*)(?:```\s*)?</tool_call>`)
-    # (each pair tried side by side and a space apart in one string, one call: a few hundred pairs at most)
-    for first in free + after_brace:
-        for second in free + after_brace:
+    # (each pair tried side by side, a space and a line break apart in one string: a few hundred pairs at most). Of a
+    # pair that ends a call, one is kept out, which is enough for the pair (GLM's `</tool_call><|user|>`): the
+    # fewest markers that cover the failing pairs, taken greedily, first those a value has least use for: its own
+    # closer (the grammar ends the value there; in each spelling: DeepSeek V4.1's `</｜DSML｜ parameter>`) and the
+    # start of a call's opener (Nemotron 3's `<tool_call></tool_call>`: `<tool_call>` goes)
+    written = calls(["qzq"], "")
+    value_closer = written[written.index("qzq") + 3:].lstrip().replace(" ", "")
+    least_use = {marker for marker in markers
+                 if form.begin.startswith(marker) or value_closer.startswith(marker.replace(" ", ""))}
+    candidates = free + after_brace
+    failing_pairs = [(first, second) for first in candidates for second in candidates
+                     if not (reads([f"{first}{second}|{first} {second}|{first}\n{second}"])
+                             and in_list(f"{first}{second}|{first} {second}|{first}\n{second}"))]
+    while failing_pairs:
+        def covered(marker: str) -> tuple:
+            return (sum(marker in pair for pair in failing_pairs), marker in least_use)
+        worst = max(dict.fromkeys(marker for pair in failing_pairs for marker in pair), key=covered)
+        excludes.append(worst)
+        failing_pairs = [pair for pair in failing_pairs if worst not in pair]
+    for first in candidates:
+        for second in candidates:
             if first in excludes or second in excludes:
                 continue
-            if not (reads([f"{first}{second}|{first} {second}"]) and in_list(f"{first}{second}|{first} {second}")):
-                excludes += [first, second]
-            elif first not in after_brace and second in after_brace and not reads(
+            if first not in after_brace and second in after_brace and not reads(
                     [f"}}{first}{second}|}} {first} {second}"]):
                 after_brace.append(first)  # (then kept out right after a `}`, as the closer is)
     for marker in after_brace:
