@@ -365,6 +365,36 @@ def test_python_call_list_rejects_bad_strings(body):
     assert position(call_error(body)) == 5
 
 
+RAW_STRINGS = {"raw_strings": True}
+
+
+@pytest.mark.parametrize("body, arguments", [
+    # A deliberate difference (docs/differences.md): LFM2.5's chat template pastes string arguments between single
+    # quotes unescaped, so a shell command quoting its own arguments comes out with quotes of the same kind inside.
+    # With raw_strings, the string then ends at the quote the call goes on after (transformers raises)
+    ("[f(command='sed -n '360,450p' /testbed/common.py')]", {"command": "sed -n '360,450p' /testbed/common.py"}),
+    ("[f(a='don't', b='won't', n=2)]", {"a": "don't", "b": "won't", "n": 2}),
+    ('[f(a="say "hi" now")]', {"a": 'say "hi" now'}),
+    # ... and a backslash before a character that starts no Python escape stays, as Python keeps it
+    (r"[f(s='latex(x, mul_symbol='\,')')]", {"s": r"latex(x, mul_symbol='\,')"}),
+    (r'[f(s="\q")]', {"s": r"\q"}),
+])
+def test_python_call_list_reads_strings_pasted_raw(body, arguments):
+    assert value(body, "python-call-list", RAW_STRINGS) == [{"name": "f", "arguments": arguments}]
+    # without raw_strings such a list is refused, as transformers refuses it
+    assert isinstance(error(body, "python-call-list"), ValueError)
+
+
+def test_python_call_list_strings_pasted_raw_end_where_the_call_goes_on():
+    # the next call of the list is read too; a list no reading accepts raises the strict reading's error
+    assert value("[f(a='it's'), g(b='x')]", "python-call-list", RAW_STRINGS) == [
+        {"name": "f", "arguments": {"a": "it's"}}, {"name": "g", "arguments": {"b": "x"}}]
+    assert position(error("[f(a='it's' b=1)]", "python-call-list", RAW_STRINGS)) == 9  # (after 'it)
+    # a list the strict reading accepts is read strictly: escapes are escapes
+    assert value(r"[f(a='it\'s', b='x\ny')]", "python-call-list", RAW_STRINGS) == [
+        {"name": "f", "arguments": {"a": "it's", "b": "x\ny"}}]
+
+
 @pytest.mark.parametrize("quote", ["'", '"'])
 def test_python_call_list_reads_raw_line_breaks_inside_strings(quote):
     # A deliberate difference (docs/differences.md): LFM2.5's chat template pastes string arguments between quotes

@@ -111,12 +111,13 @@ SHAPES = [
         {"role": "assistant"},
     ),
     (
-        "lfm2-unescaped-inner-quote",
+        # (a quote of the string's own kind inside it is read where the call goes on after a later quote: raw_strings)
+        "lfm2-inner-quote-and-no-closing-quote",
         "lfm2",
         LFM2_PREFIX,
-        "<|tool_call_start|>[say(text='it's fine')]<|tool_call_end|><|im_end|>",
-        "<|tool_call_start|>[say(text='it's fine')]<|tool_call_end|>",
-        {"role": "assistant", "content": "<|tool_call_start|>[say(text='it's fine')]<|tool_call_end|>"},
+        "<|tool_call_start|>[say(text='it's fine)]<|tool_call_end|><|im_end|>",
+        "<|tool_call_start|>[say(text='it's fine)]<|tool_call_end|>",
+        {"role": "assistant", "content": "<|tool_call_start|>[say(text='it's fine)]<|tool_call_end|>"},
         {"role": "assistant"},
     ),
     (

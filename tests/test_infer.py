@@ -572,8 +572,11 @@ def test_coverage_does_not_regress(coverage_rows):
 # listed TRL's copies of their chat templates: a row a library entry lists must also parse that entry's corpus as the
 # library does, so those rows were held to more than `verify` from then on. The floor counts templates, not a share:
 # a new library entry whose chat template inference cannot read yet adds a row without taking a pass away. Raise it
-# as inference improves.
-COVERAGE_FLOOR = 76
+# as inference improves. It was 76 until the lfm2 corpus gained a call rendered by LFM2.5's chat template, which pastes
+# string values between quotes unescaped: inference sets raw_strings where a chat template writes them so, as the
+# library entry does, but TRL's fixed copies lfm2_v2.jinja and lfm2_2_5_vl.jinja escape them, so the templates
+# inferred from those two read that call as damaged.
+COVERAGE_FLOOR = 74
 
 
 @needs_folder

@@ -225,9 +225,9 @@ class ValueLimits:
 # not a parser miss; keep them narrow. Entries whose calls are python-call-list get identifier names by themselves.
 VALUE_LIMITS: dict[str, tuple[ValueLimits, str]] = {
     "lfm2": (
-        ValueLimits(string_chars="'\"\\\n"),
-        "the chat template wraps string values in single quotes without escaping them, so a value holding a quote, "
-        "a backslash or a line break is not a Python literal (the entry's verify options skip such values too)",
+        ValueLimits(string_chars="'\\"),
+        "the chat template wraps string values in single quotes without escaping them: a backslash then reads as an "
+        "escape, and a single quote is read back (raw_strings) only where no ', name=' follows it inside the value",
     ),
     "olmo3": (
         ValueLimits(identifier_names=True),

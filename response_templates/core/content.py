@@ -474,6 +474,12 @@ _HEX4 = regex.compile(r"u([0-9a-fA-F]{4})")
 _HEX2 = regex.compile(r"x([0-9a-fA-F]{2})")
 _HEX8 = regex.compile(r"U([0-9a-fA-F]{8})")
 _LOW_SURROGATE_ESCAPE = regex.compile(r"\\u([dD][c-fC-F][0-9a-fA-F]{2})")
+# Where a string pasted raw between quotes ends, when its own quotes are not escaped (LFM2.5's chat template writes
+# `command='sed -n '1,5p' f'`): at a quote the call goes on after, with the next keyword argument or the call's end.
+_RAW_STRING_END = regex.compile(
+    r"[ \t\n\r]*(?:,[ \t\n\r]*[A-Za-z_][A-Za-z0-9_]*[ \t\n\r]*=|\)[ \t\n\r]*(?:\]|,[ \t\n\r]*[A-Za-z_{]))")
+# The characters after a backslash that start an escape in a Python string (a backslash before any other stays).
+_PYTHON_ESCAPE_STARTS = frozenset("\\'\"abfnrtvxuUN01234567\n")
 _RAW_SURROGATE = regex.compile(r"[\ud800-\udfff]")
 _SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _KEYWORDS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
@@ -488,10 +494,13 @@ class _CallListReader:
     that write values with str() produce both (Seed-OSS, MiniCPM5, LFM2.5, Llama 4's pythonic template), and
     transformers refuses them: a deliberate difference (docs/differences.md)."""
 
-    def __init__(self, text: str, json_calls: bool = False):
+    def __init__(self, text: str, json_calls: bool = False, raw_strings: bool = False):
         self.text = text
         self.at = 0
         self.json_calls = json_calls  # the list may hold JSON call objects instead (content_args.json_calls)
+        # keyword arguments' strings may be pasted raw: quotes of their own kind unescaped, a backslash before
+        # anything but an escape kept as written (as Python keeps `'\,'`); the reading tried when the strict one fails
+        self.raw_strings = raw_strings
 
     def error(self, what: str, at: int | None = None) -> ValueError:
         at = self.at if at is None else at
@@ -549,6 +558,28 @@ class _CallListReader:
         if match is None:
             raise self.error("invalid string")
         body = match.group(1) if match.group(1) is not None else match.group(2)
+        text = self.decoded(body)
+        self.at = match.end()
+        return text
+
+    def raw_string(self) -> str:
+        """A keyword argument's string pasted raw: it ends at the first quote of its kind that the call goes on
+        after (`, next=` or the call's `)` then `]` or another call)."""
+        quote = self.text[self.at]
+        end = self.at
+        while True:
+            end = self.text.find(quote, end + 1)
+            if end == -1:
+                raise self.error("invalid string")
+            if _RAW_STRING_END.match(self.text, end + 1):
+                break
+        text = self.decoded(self.text[self.at + 1:end], keep_unknown=True)
+        self.at = end + 1
+        return text
+
+    def decoded(self, body: str, keep_unknown: bool = False) -> str:
+        """The text a string literal's body stands for. `keep_unknown`: a backslash before a character that starts
+        no escape in Python stays, as Python keeps it (`'\\,'`)."""
         if _RAW_SURROGATE.search(body):
             raise self.error("lone surrogate in the string starting")
         pieces: list[str] = []
@@ -569,6 +600,10 @@ class _CallListReader:
                     pieces.append(chr(code))
                     continue
             hex4 = _HEX4.match(body, slash + 1)
+            if hex4 is None and keep_unknown and code_char not in _PYTHON_ESCAPE_STARTS:
+                pieces.append("\\")
+                done = slash + 1
+                continue
             if hex4 is None:
                 raise self.error(f"unsupported escape {body[slash:slash + 2]!r} in the string starting")
             code, done = int(hex4.group(1), 16), hex4.end()
@@ -581,7 +616,6 @@ class _CallListReader:
                 raise self.error("lone surrogate escape in the string starting")
             pieces.append(chr(code))
         pieces.append(body[done:])
-        self.at = match.end()
         return "".join(pieces)
 
     def value(self, depth: int) -> Any:
@@ -627,6 +661,8 @@ class _CallListReader:
         if not self.peek("="):
             raise self.error("expected '=' (positional arguments are not supported)")
         self.at += 1
+        if self.raw_strings and self.next_char() in ("'", '"'):
+            return key, self.raw_string()
         return key, self.value(0)
 
     def call(self) -> dict:
@@ -675,8 +711,20 @@ def parse_python_call_list(text: str, args: dict) -> list:
     Values are read as Python writes them (`\\xNN` escapes, integers of any size), beyond transformers' grammar.
     With `json_calls` (our extension, which transformers ignores), the list may instead hold JSON call objects,
     `[{"name": "get_weather", "arguments": {"city": "Paris"}}]`, giving the same calls: LFM2 writes them when its
-    system prompt asks for JSON function calls. One list holds one kind; its first item decides which."""
-    return _CallListReader(text, args.get("json_calls", False)).read()
+    system prompt asks for JSON function calls. One list holds one kind; its first item decides which.
+    With `raw_strings` (ours too), a list the strict reading refuses is read again with keyword arguments' strings
+    taken as pasted raw (LFM2.5's chat template writes `command='sed -n '1,5p' f'`; transformers raises); if that
+    fails too, the strict reading's error is raised. Not the default: where strings are escaped, a string that lost
+    its closing quote would then be read as running into the next argument."""
+    try:
+        return _CallListReader(text, args.get("json_calls", False)).read()
+    except ValueError as strict:
+        if not args.get("raw_strings"):
+            raise
+        try:
+            return _CallListReader(text, args.get("json_calls", False), raw_strings=True).read()
+        except ValueError:
+            raise strict from None
 
 
 def read_python_literal(text: str) -> Any:

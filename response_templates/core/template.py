@@ -48,8 +48,9 @@ CONTENT_ARGS: dict[str, dict[str, Any]] = {
         "json_body": dict,
     },
     "kv-lines": {"strip": bool, "line_sep": str, "kv_sep": str, "value_parser": dict},
-    # ours (docs/differences.md): the list may hold JSON call objects, [{"name": ..., "arguments": {...}}]
-    "python-call-list": {"json_calls": bool},
+    # ours (docs/differences.md): the list may hold JSON call objects, [{"name": ..., "arguments": {...}}]; strings
+    # pasted raw between quotes, read where the strict reading fails
+    "python-call-list": {"json_calls": bool, "raw_strings": bool},
 }
 
 
