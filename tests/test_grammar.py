@@ -665,6 +665,32 @@ def test_of_two_markers_that_end_a_call_side_by_side_one_is_kept_out_of_strings(
         assert not admits(tag, text), text
 
 
+@pytest.mark.parametrize("name, case_name", [
+    ("deepseek_v4", "call_block_ends_open_reasoning"),  # `<｜DSML｜tool_calls>` ends the reasoning the prompt opened
+    ("ling3", "call_opened_inside_reasoning"),  # `<tool_call>` does
+    ("qwen3.5", "real_call_inside_thinking_never_closed"),  # Qwen3.6 wrote it so
+])
+def test_a_call_may_open_inside_reasoning_where_its_opener_ends_the_reasoning(name, case_name):
+    case = next(case for case in corpus(name)["cases"] if case["name"] == case_name)
+    output = end_of_turn(name, case["output"], case["prefix"], case["tools"])
+    assert "</think>" not in output and case["expected"]["reasoning_content"] and case["expected"]["tool_calls"]
+    assert admits(structural_tag(name, case["tools"], prefix=case["prefix"]), output)
+    assert rt.parse_response(output, name, prefix=case["prefix"], tools=case["tools"]) == case["expected"]
+    # only under "auto": forced calls come after the reasoning is closed
+    assert not admits(structural_tag(name, case["tools"], prefix=case["prefix"], tool_choice="required"), output)
+
+
+def test_a_call_whose_opener_does_not_end_the_reasoning_cannot_open_inside_it():
+    # DeepSeek V4 ends open reasoning at its section's opener `<｜DSML｜tool_calls>`, not at a bare invoke: written
+    # inside the reasoning, a bare invoke is reasoning text, so the grammar does not admit it there
+    case = next(case for case in corpus("deepseek_v4")["cases"] if case["name"] == "call_block_ends_open_reasoning")
+    output = end_of_turn("deepseek_v4", case["output"], case["prefix"], case["tools"])
+    bare = output.replace("<｜DSML｜tool_calls>\n", "").replace("\n</｜DSML｜tool_calls>", "")
+    assert bare != output and "<｜DSML｜invoke" in bare
+    assert not rt.parse_response(bare, "deepseek_v4", prefix=case["prefix"], tools=case["tools"]).get("tool_calls")
+    assert not admits(structural_tag("deepseek_v4", case["tools"], prefix=case["prefix"]), bare)
+
+
 def test_a_region_may_hold_a_list_of_call_objects_where_its_brackets_are_optional():
     # Nemotron's chat template writes parallel calls as one list, `<TOOLCALL>[{...}, {...}]</TOOLCALL>`; the
     # template reads a region holding one call object too
@@ -809,9 +835,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (289 of 406 when this floor was set, the templates compiled for forced calls only counted as refusing under
+# (294 of 409 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 289
+ADMITTED_FLOOR = 294
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -66,6 +66,9 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
                            "at_least_one": True, "stop_after_first": not parallel or _one_region(plan)}]
     elements = _reasoning_part(plan) + answer
     fmt = elements[0] if len(elements) == 1 else {"type": "sequence", "elements": elements}
+    inside = _calls_inside_reasoning(plan, names, parallel) if tool_choice == "auto" else None
+    if inside is not None:
+        fmt = {"type": "or", "elements": [fmt, inside]}
     # (a plain opener, Llama's `{`, cannot open a call inside a JSON string: its quotes would be escaped there)
     _exclude_triggers(fmt, [trigger for trigger in plan.triggers if not _plain(trigger)])
     return {"type": "structural_tag", "format": fmt}
@@ -124,13 +127,7 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
         region = tags[0] if len(tags) == 1 else {"type": "or", "elements": tags}
         return [_free_text(_excludes(plan)), {"type": "optional", "content": {"type": "sequence", "elements": [
             region, _free_text(_excludes(plan, plan.triggers))]}}]
-    tags = _tags(plan, names, parallel)
-    for opener, closer in plan.wrappers:
-        group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": _tags(plan, names, parallel)}]}
-        if parallel:
-            group = {"type": "plus", "content": group}
-        tags.append({"type": "tag", "begin": opener, "end": closer,
-                     "content": {"type": "sequence", "elements": [group, _ws(0)]}})
+    tags = _call_and_section_tags(plan, names, parallel)
     # a section opener that starts with a call's trigger is reached through that trigger (xgrammar wants each tag
     # under one trigger)
     triggers = plan.triggers + [opener for opener, _ in plan.wrappers
@@ -138,6 +135,46 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
     return [{"type": "triggered_tags", "triggers": triggers + [trigger for _, _, trigger in plan.messages],
              "tags": tags + _messages_of(plan), "at_least_one": False,
              "stop_after_first": not parallel or _one_region(plan), "excludes": _excludes(plan)}]
+
+
+def _call_and_section_tags(plan: _Plan, names: list, parallel: bool) -> list:
+    """The tags of calls, and of sections holding a group of them (DeepSeek's `<｜DSML｜tool_calls>`)."""
+    tags = _tags(plan, names, parallel)
+    for opener, closer in plan.wrappers:
+        group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": _tags(plan, names, parallel)}]}
+        if parallel:
+            group = {"type": "plus", "content": group}
+        tags.append({"type": "tag", "begin": opener, "end": closer,
+                     "content": {"type": "sequence", "elements": [group, _ws(0)]}})
+    return tags
+
+
+def _calls_inside_reasoning(plan: _Plan, names: list, parallel: bool) -> dict | None:
+    """"auto": the other way models write: reasoning the model does not close, a call (or a section of calls) whose
+    opener ends it (plan.reasoning_enders), then the answer as after any call: text, and more calls where parallel.
+    None where the template has no such opener, or where the answer is not text with calls opened by triggers."""
+    if not plan.reasoning_enders or plan.calls_end_answer or plan.messages or plan.content_open is not None or (
+            _one_region(plan) and not plan.wrappers):
+        return None
+    tags = _call_and_section_tags(plan, names, parallel)
+    enders = [tag for tag in tags if tag["begin"] in plan.reasoning_enders]
+    if not enders:
+        return None
+    if plan.reasoning_open is not None:
+        inner, start = [m for m in plan.markers if m != plan.reasoning_open] + [plan.reasoning_open], []
+    else:
+        assert plan.reasoning_tag is not None
+        inner = [m for m in plan.markers if m not in plan.reasoning_tag] + [plan.reasoning_tag[1]]
+        start = [_ws(0), _const(plan.reasoning_tag[0])]
+    first = enders[0] if len(enders) == 1 else {"type": "or", "elements": enders}
+    if parallel:
+        triggers = plan.triggers + [opener for opener, _ in plan.wrappers
+                                    if not any(opener.startswith(trigger) for trigger in plan.triggers)]
+        rest = {"type": "triggered_tags", "triggers": triggers, "tags": tags, "at_least_one": False,
+                "stop_after_first": False, "excludes": _excludes(plan)}
+    else:
+        rest = _free_text(_excludes(plan, plan.triggers))
+    return {"type": "sequence", "elements": [*start, _free_text(inner + plan.triggers), first, rest]}
 
 
 def _exclude_triggers(node: Any, triggers: list) -> None:

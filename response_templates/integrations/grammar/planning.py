@@ -61,6 +61,10 @@ class _Plan:
     # markers free text may hold: markup the parser drops wherever the answer's text writes it (Apriel's
     # `[BEGIN FINAL RESPONSE]`, Ernie's `<response>`, Kimi K3's response block), which models write
     free_markers: list = field(default_factory=list)
+    # the begins of the tags (a call's opener, a section's opener) that end a reasoning block still open where they
+    # are written, found by parsing (DeepSeek's `<｜DSML｜tool_calls>`, Qwen's `<tool_call>`): under "auto" a call
+    # may open inside the reasoning, as models write it, and the reasoning ends there
+    reasoning_enders: list = field(default_factory=list)
 
 
 def _probe(template: CompiledTemplate, text: str, prefix: str, tools: list | None = None) -> dict | None:
@@ -203,10 +207,10 @@ def _string_excludes(source_json: str, closing: int) -> list | None:
             excludes.append(marker)
     # and two markers side by side (a closer may start with another marker: Hermes' `(?<=\}\s*)(?:```\s*)?</tool_call>`)
     # (each pair tried side by side, a space and a line break apart in one string: a few hundred pairs at most). Of a
-    # pair that ends a call, one is kept out, which is enough for the pair (GLM's `</tool_call><|user|>`): the
-    # fewest markers that cover the failing pairs, taken greedily, first those a value has least use for: its own
-    # closer (the grammar ends the value there; in each spelling: DeepSeek V4.1's `</｜DSML｜ parameter>`) and the
-    # start of a call's opener (Nemotron 3's `<tool_call></tool_call>`: `<tool_call>` goes)
+    # pair that ends a call, one is kept out, which is enough for the pair (GLM's `</tool_call><|user|>`): first
+    # those a value has least use for, its own closer (the grammar ends the value there; in each spelling: DeepSeek
+    # V4.1's `</｜DSML｜ parameter>`) and the start of a call's opener (Hy3's `</tool_call><tool_call>`: `<tool_call>`
+    # goes), then the fewest markers that cover the pairs left, taken greedily
     written = calls(["qzq"], "")
     value_closer = written[written.index("qzq") + 3:].lstrip().replace(" ", "")
     least_use = {marker for marker in markers
@@ -215,10 +219,12 @@ def _string_excludes(source_json: str, closing: int) -> list | None:
     failing_pairs = [(first, second) for first in candidates for second in candidates
                      if not (reads([f"{first}{second}|{first} {second}|{first}\n{second}"])
                              and in_list(f"{first}{second}|{first} {second}|{first}\n{second}"))]
+    for marker in dict.fromkeys(marker for pair in failing_pairs for marker in pair if marker in least_use):
+        excludes.append(marker)
+    failing_pairs = [pair for pair in failing_pairs if not set(pair) & least_use]
     while failing_pairs:
-        def covered(marker: str) -> tuple:
-            return (sum(marker in pair for pair in failing_pairs), marker in least_use)
-        worst = max(dict.fromkeys(marker for pair in failing_pairs for marker in pair), key=covered)
+        worst = max(dict.fromkeys(marker for pair in failing_pairs for marker in pair),
+                    key=lambda marker: sum(marker in pair for pair in failing_pairs))
         excludes.append(worst)
         failing_pairs = [pair for pair in failing_pairs if worst not in pair]
     for first in candidates:
@@ -308,6 +314,8 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     plan.messages, like_calls = _messages(plan)
     if plan.messages and calls:  # (markers between the messages, found once the messages are known)
         plan.free_markers = _free_markers(plan)
+    if calls and not plan.messages:
+        plan.reasoning_enders = _reasoning_enders(plan)
     if plan.messages:
         opener, ends, _ = plan.messages[0]
         plan.notes.append(f"text outside messages is dropped: under \"auto\" and \"none\" the answer is a "
@@ -321,6 +329,44 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     if header and places:
         plan.notes.append(f"{header!r} is written only {' and '.join(places)}")
     return plan
+
+
+def _reasoning_enders(plan: _Plan) -> list:
+    """The begins of the tags that end a reasoning block the model has not closed, where they are written (the
+    prompt's, or one the answer opened): after some reasoning, a call (or a section of calls) written with such a
+    begin must parse as that reasoning and the call, text after it as content, and another call after it as one
+    more call."""
+    if plan.reasoning_open is not None:
+        start = ""
+    elif plan.reasoning_tag is not None:
+        start = plan.reasoning_tag[0]
+    else:
+        return []
+    forms = [*plan.calls.values(), *plan.spelled.values()]
+    samples = {name: _sample(parameters) for name, parameters in plan.tools}
+    first = next(iter(plan.calls.values()))
+    one = first.write(samples[first.tool])
+    wanted_one = [(first.tool, samples[first.tool])]
+    writings = [(form.begin, form.write(samples[form.tool]), [(form.tool, samples[form.tool])]) for form in forms]
+    writings += [(opener, opener + one + closer, wanted_one) for opener, closer in plan.wrappers]
+    tools = _as_tools(plan.tools)
+
+    def reads(text: str, calls: list, content: str) -> bool:
+        message = _probe(plan.template, text, plan.prefix, tools)
+        return (message is not None and message.get("reasoning_content") == "Let me think."
+                and _calls_read(message) == calls and (message.get("content") or "").strip() == content)
+
+    enders: list = []
+    for begin, written, calls in writings:
+        if begin in enders:
+            continue
+        tries = [(written, calls, ""), (written + " Done.", calls, "Done.")]
+        if not plan.one_call:
+            tries.append((written + plan.separator + one, calls + wanted_one, ""))
+        if all(reads(start + "Let me think." + space + text, read, content)
+               for space in ("", "\n\n") for text, read, content in tries):
+            enders.append(begin)
+    return enders
 
 
 def _triggers_of(calls: dict) -> list:
