@@ -62,7 +62,8 @@ def build(turn: Turn, reasoning: Reasoning | None, calls: Calls | None) -> dict:
             openers = [first.group(0)] + ([call_first.group(0)] if call_first else [])
             close += r"|\s*(?=" + alternation(openers) + ")"
         fields["reasoning_content"] = {
-            "open_pattern": r"\s*" + opens + r"\s*",
+            # (an opener written again right after it, over the one the prompt prefilled, is markup too)
+            "open_pattern": r"\s*(?:" + opens + r"\s*)+",
             "close_pattern": close,
             "content_args": {"strip": False},
             # A model that reasons again later in the message (a second block, another analysis segment) adds to
@@ -72,7 +73,7 @@ def build(turn: Turn, reasoning: Reasoning | None, calls: Calls | None) -> dict:
         }
         if reasoning.always:
             # The prompt always opens the reasoning: a generation parsed without its prompt starts inside it.
-            fields["reasoning_content"]["open_pattern"] = r"\A(?:\s*" + opens + r")?\s*"
+            fields["reasoning_content"]["open_pattern"] = r"\A(?:\s*" + opens + r")*\s*"
     if calls is not None:
         close = calls.close
         if first:
