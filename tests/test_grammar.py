@@ -821,6 +821,21 @@ def test_a_run_of_any_character_but_a_few_in_a_call_opener_is_written_as_such():
     assert not admits(tag, header.format("x").replace("{}", '{"city": "Paris"}'))
 
 
+def test_an_optional_run_that_stops_at_tags_is_written_with_its_own_class():
+    # MiroThinker's `(?:<server_name>[^<]*</server_name>\s*)?`: server names as models write them (25 characters,
+    # a hyphen) are admitted, up to 32 characters on one line; a `<` ends the run, as in the parser
+    case = next(case for case in corpus("mirothinker")["cases"] if case["name"] == "mcp_call_after_reasoning_and_text")
+    output = end_of_turn("mirothinker", case["output"], case["prefix"], case["tools"])
+    assert "<server_name>search_and_scrape_webpage</server_name>" in output
+    tag = structural_tag("mirothinker", case["tools"], prefix=case["prefix"])
+    assert admits(tag, output)
+    assert rt.parse_response(output, "mirothinker", prefix=case["prefix"], tools=case["tools"]) == case["expected"]
+    for name in ("tool-python", "x" * 32):
+        assert admits(tag, output.replace("search_and_scrape_webpage", name)), name
+    for name in ("a<b", "x" * 33, "a\nb"):
+        assert not admits(tag, output.replace("search_and_scrape_webpage", name)), name
+
+
 # Not met yet: the grammar admits one canonical shape per call (with optional whitespace, optional name
 # decorations and section markers) and keeps the template's markers out of argument strings, so list forms,
 # marker text inside string arguments and damaged shapes are refused. Kept running so that each template's refusals
@@ -835,9 +850,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (294 of 409 when this floor was set, the templates compiled for forced calls only counted as refusing under
+# (296 of 409 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 294
+ADMITTED_FLOOR = 296
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -117,6 +117,17 @@ def _negated_space(items: Any) -> str:
     return "".join(char for char in " \t" if all(chr(value) != char for _, value in av[1:]))
 
 
+def _stops_at_tags(items: Any) -> bool:
+    """A negated class of a few literal characters, `<` among them (`[^<]`, `[^<\\s]`)."""
+    items = list(items)
+    if len(items) == 1 and items[0][0] is _sre.NOT_LITERAL:
+        return items[0][1] == ord("<")
+    if len(items) != 1 or items[0][0] is not _sre.IN:
+        return False
+    av = items[0][1]
+    return bool(av) and av[0][0] is _sre.NEGATE and (_sre.LITERAL, ord("<")) in av[1:]
+
+
 def _negated_class(items: Any) -> str:
     """A negated class of a few literal characters (`[^<]`) as xgrammar's regex spells it, without line breaks or
     other control characters (a header or an id is written on one line)."""
@@ -261,10 +272,12 @@ def _as_regex(items: Any, names: dict) -> tuple | None:
             if op is _sre.NOT_LITERAL:
                 av = [(_sre.NEGATE, None), (_sre.LITERAL, av)]
             if av and av[0][0] is _sre.NEGATE:
-                # any character but a few punctuation marks (`[^<]`): the grammar writes word characters there
+                # any character but a few punctuation marks: where `<` is one of them, a run of the class stops
+                # before any tag (MiroThinker's `<server_name>[^<]*</server_name>`), so the grammar writes the class
+                # itself (on one line); elsewhere word characters
                 if any(kind is not _sre.LITERAL or chr(value).isalnum() or chr(value) == "_" for kind, value in av[1:]):
                     return None
-                out += "[A-Za-z0-9_]"
+                out += _negated_class([(_sre.IN, av)]) if (_sre.LITERAL, ord("<")) in av[1:] else "[A-Za-z0-9_]"
                 sample += "a"
                 continue
             parts, first = [], ""
@@ -299,7 +312,8 @@ def _as_regex(items: Any, names: dict) -> tuple | None:
             inner = None if _is_anything(body) else _as_regex(body, names)
             if inner is None:
                 return None
-            most = _WS_MAX * 4 if high is _sre.MAXREPEAT else high  # a model writes an index, not an essay
+            # a model writes an index or a name, not an essay
+            most = (_SLOT_MAX if _stops_at_tags(body) else _WS_MAX * 4) if high is _sre.MAXREPEAT else high
             out += f"({inner[0]}){{{low},{max(low, most)}}}"
             sample += inner[1] * max(low, 1)
         else:
