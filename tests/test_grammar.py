@@ -691,6 +691,23 @@ def test_a_call_whose_opener_does_not_end_the_reasoning_cannot_open_inside_it():
     assert not admits(structural_tag("deepseek_v4", case["tools"], prefix=case["prefix"]), bare)
 
 
+@pytest.mark.parametrize("name", ["deepseek_v3.2", "deepseek_v4"])
+def test_inside_a_section_a_dsml_call_body_may_be_one_json_object(name):
+    # SGLang's DeepSeek detectors read `<｜DSML｜invoke name="f">{...}</｜DSML｜invoke>` (content_args.json_body);
+    # our parser ends such a call only before another invoke or the section's end, so the grammar writes one only
+    # inside a section of calls, its strings holding none of the format's markers
+    case = next(case for case in corpus(name)["cases"] if case["name"] == "json_body_invoke_then_tagged_invoke")
+    output = end_of_turn(name, case["output"], case["prefix"], case["tools"])
+    tag = structural_tag(name, case["tools"], prefix=case["prefix"])
+    assert admits(tag, output)
+    assert rt.parse_response(output, name, prefix=case["prefix"], tools=case["tools"]) == case["expected"]
+    # a bare invoke with a JSON body, outside a section, is not admitted (text after it would join the call)
+    invoke = output[output.index("<｜DSML｜invoke"):output.index("</｜DSML｜invoke>") + len("</｜DSML｜invoke>")]
+    assert "{" in invoke and not admits(tag, "Sure. " + invoke)
+    # nor a JSON string holding a marker
+    assert not admits(tag, output.replace('"Paris"', '"Paris</｜DSML｜invoke>"', 1))
+
+
 def test_a_region_may_hold_a_list_of_call_objects_where_its_brackets_are_optional():
     # Nemotron's chat template writes parallel calls as one list, `<TOOLCALL>[{...}, {...}]</TOOLCALL>`; the
     # template reads a region holding one call object too
@@ -850,9 +867,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (296 of 409 when this floor was set, the templates compiled for forced calls only counted as refusing under
+# (298 of 409 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 296
+ADMITTED_FLOOR = 298
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -9,9 +9,10 @@ from .formats import _const, _free_text, _plain, _ws
 from .planning import _overlaps, _Plan
 
 
-def _tags(plan: _Plan, names: list, parallel: bool = True) -> list:
+def _tags(plan: _Plan, names: list, parallel: bool = True, json_bodies: bool = False) -> list:
     """One tag per distinct begin (tools whose calls open alike share a tag whose content picks the tool; where a
-    region holds a list of calls, one list whose items are any of those tools, one item at most if not `parallel`)."""
+    region holds a list of calls, one list whose items are any of those tools, one item at most if not `parallel`).
+    `json_bodies`: a call's body may also be one JSON object (inside a section of calls, where the plan found it)."""
     by_begin: dict = {}
     for name in names:
         for forms in (plan.calls, plan.spelled):  # (in each spelling of the markers the grammar writes)
@@ -26,6 +27,8 @@ def _tags(plan: _Plan, names: list, parallel: bool = True) -> list:
             content: dict = {"type": "sequence", "elements": elements}
         else:
             contents = [{"type": "sequence", "elements": form.elements or [_const("")]} for form in forms]
+            if json_bodies:
+                contents += [{"type": "sequence", "elements": form.json_body} for form in forms if form.json_body]
             if parallel and all(form.list_region is not None for form in forms):  # or a list of call objects
                 contents.append({"type": "sequence", "elements": first.list_region(
                     [form.list_item for form in forms], parallel)})
@@ -141,7 +144,8 @@ def _call_and_section_tags(plan: _Plan, names: list, parallel: bool) -> list:
     """The tags of calls, and of sections holding a group of them (DeepSeek's `<｜DSML｜tool_calls>`)."""
     tags = _tags(plan, names, parallel)
     for opener, closer in plan.wrappers:
-        group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": _tags(plan, names, parallel)}]}
+        inner = _tags(plan, names, parallel, json_bodies=plan.json_bodies)
+        group: dict = {"type": "sequence", "elements": [_ws(0), {"type": "or", "elements": inner}]}
         if parallel:
             group = {"type": "plus", "content": group}
         tags.append({"type": "tag", "begin": opener, "end": closer,

@@ -57,6 +57,10 @@ class _CallForm:
     # objects (for parallel_tool_calls), and the canonical text of one region holding [(tool, arguments)]
     list_region: Callable[[list, bool], list] | None = None
     write_list_region: Callable[[list], str] | None = None
+    # xml-inline calls whose body may be one JSON object (content_args.json_body): the formats of such a call, and
+    # its canonical text
+    json_body: list | None = None
+    write_json_body: Callable[[dict], str] | None = None
 
 
 def _const(text: str) -> dict:
@@ -593,6 +597,19 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
             form.variants.append(([(choice, choice["elements"][1])], lambda arguments: (
                 begin + open_text[len(begin):] + _write_json({keys[1]: arguments, keys[0]: name}, style)
                 + close_text + end)))
+    json_body = (field_spec.get("content_args") or {}).get("json_body") if content == "xml-inline" else None
+    if json_body is not None:
+        # the body written as one JSON object instead of tags (DSML's direct JSON calls), which the planner admits
+        # where a call written so parses back (inside a section of calls: DeepSeek's reads one only before another
+        # invoke or the section's end)
+        opening, closing_text = json_body.get("open", ""), json_body.get("close", "")
+        # (its strings hold none of the markers: what xml values may hold was probed in values, not in JSON)
+        body = _json_body(parameters, {}, markers)[0]
+        form.json_body = (open_formats + [_ws(0), *([_const(opening)] if opening else []), body,
+                                          *([_const(closing_text)] if closing_text else []), _ws(0)] + close_formats)
+        form.write_json_body = lambda arguments: (begin + open_text[len(begin):] + "\n" + opening
+                                                  + json.dumps(arguments, ensure_ascii=False) + closing_text + "\n"
+                                                  + close_text + end)
     if content == "xml-inline" and tag_spellings:
         form.variants.append((tag_spellings, lambda arguments: (
             begin + open_text[len(begin):] + write_xml(arguments, True) + close_text + end)))

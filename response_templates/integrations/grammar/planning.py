@@ -65,6 +65,9 @@ class _Plan:
     # are written, found by parsing (DeepSeek's `<｜DSML｜tool_calls>`, Qwen's `<tool_call>`): under "auto" a call
     # may open inside the reasoning, as models write it, and the reasoning ends there
     reasoning_enders: list = field(default_factory=list)
+    # inside a section of calls, a call's body may be one JSON object instead of tags (DeepSeek's direct JSON DSML
+    # calls), where calls written so parse back there
+    json_bodies: bool = False
 
 
 def _probe(template: CompiledTemplate, text: str, prefix: str, tools: list | None = None) -> dict | None:
@@ -316,6 +319,10 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
         plan.free_markers = _free_markers(plan)
     if calls and not plan.messages:
         plan.reasoning_enders = _reasoning_enders(plan)
+    if calls and plan.wrappers:
+        plan.json_bodies = _json_bodies_in_sections(plan)
+        if plan.json_bodies:
+            plan.notes.append("inside a section of calls, a call's body may be one JSON object instead of tags")
     if plan.messages:
         opener, ends, _ = plan.messages[0]
         plan.notes.append(f"text outside messages is dropped: under \"auto\" and \"none\" the answer is a "
@@ -367,6 +374,32 @@ def _reasoning_enders(plan: _Plan) -> list:
                for space in ("", "\n\n") for text, read, content in tries):
             enders.append(begin)
     return enders
+
+
+def _json_bodies_in_sections(plan: _Plan) -> bool:
+    """Whether a call whose body is one JSON object (content_args.json_body) parses back inside each section of
+    calls: alone, before text after the section, and before and after another call (with and without a line break
+    between them)."""
+    forms = [*plan.calls.values(), *plan.spelled.values()]
+    if any(form.write_json_body is None for form in forms):
+        return False
+    samples = {name: _sample(parameters) for name, parameters in plan.tools}
+    first = next(iter(plan.calls.values()))
+    one, wanted_one = first.write(samples[first.tool]), [(first.tool, samples[first.tool])]
+    lead, tools = _answer_start(plan), _as_tools(plan.tools)
+    for opener, closer in plan.wrappers:
+        for form in forms:
+            assert form.write_json_body is not None
+            call, wanted = form.write_json_body(samples[form.tool]), [(form.tool, samples[form.tool])]
+            tries = [(opener + call + closer + "After.", wanted, "After.")]
+            for between in ("", "\n"):
+                tries += [(opener + call + between + one + closer, wanted + wanted_one, ""),
+                          (opener + one + between + call + closer, wanted_one + wanted, "")]
+            for text, read, content in tries:
+                message = _probe(plan.template, lead + text, plan.prefix, tools)
+                if _calls_read(message) != read or ((message or {}).get("content") or "").strip() != content:
+                    return False
+    return True
 
 
 def _triggers_of(calls: dict) -> list:
@@ -826,6 +859,8 @@ def _self_check(plan: _Plan) -> None:
                 if read != [(name, samples[name]) for name in names] and not (
                         after == " Done." and plan.calls_end_answer):
                     form.elements[:] = [kept for kept in form.elements if kept is not element]
+                    if form.json_body is not None:  # (the same opener and closer around a JSON body)
+                        form.json_body[:] = [kept for kept in form.json_body if kept is not element]
                     break
 
 
