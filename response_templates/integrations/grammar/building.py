@@ -131,13 +131,16 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
         return [_free_text(_excludes(plan)), {"type": "optional", "content": {"type": "sequence", "elements": [
             region, _free_text(_excludes(plan, plan.triggers))]}}]
     tags = _call_and_section_tags(plan, names, parallel)
-    # a section opener that starts with a call's trigger is reached through that trigger (xgrammar wants each tag
-    # under one trigger)
-    triggers = plan.triggers + [opener for opener, _ in plan.wrappers
-                                if not any(opener.startswith(trigger) for trigger in plan.triggers)]
-    return [{"type": "triggered_tags", "triggers": triggers + [trigger for _, _, trigger in plan.messages],
+    return [{"type": "triggered_tags", "triggers": _section_triggers(plan) + [trigger for _, _, trigger in plan.messages],
              "tags": tags + _messages_of(plan), "at_least_one": False,
              "stop_after_first": not parallel or _one_region(plan), "excludes": _excludes(plan)}]
+
+
+def _section_triggers(plan: _Plan) -> list:
+    """The calls' triggers, and the openers of sections of calls; a section opener that starts with a call's trigger
+    is reached through that trigger (xgrammar wants each tag under one trigger)."""
+    return plan.triggers + [opener for opener, _ in plan.wrappers
+                            if not any(opener.startswith(trigger) for trigger in plan.triggers)]
 
 
 def _call_and_section_tags(plan: _Plan, names: list, parallel: bool) -> list:
@@ -172,9 +175,7 @@ def _calls_inside_reasoning(plan: _Plan, names: list, parallel: bool) -> dict | 
         start = [_ws(0), _const(plan.reasoning_tag[0])]
     first = enders[0] if len(enders) == 1 else {"type": "or", "elements": enders}
     if parallel:
-        triggers = plan.triggers + [opener for opener, _ in plan.wrappers
-                                    if not any(opener.startswith(trigger) for trigger in plan.triggers)]
-        rest = {"type": "triggered_tags", "triggers": triggers, "tags": tags, "at_least_one": False,
+        rest = {"type": "triggered_tags", "triggers": _section_triggers(plan), "tags": tags, "at_least_one": False,
                 "stop_after_first": False, "excludes": _excludes(plan)}
     else:
         rest = _free_text(_excludes(plan, plan.triggers))

@@ -77,6 +77,11 @@ def _probe(template: CompiledTemplate, text: str, prefix: str, tools: list | Non
         return None
 
 
+def _read(plan: _Plan, text: str) -> dict | None:
+    """What our parser reads from `text` after the plan's prompt, with the plan's tools (None: it raises)."""
+    return _probe(plan.template, text, plan.prefix, _as_tools(plan.tools))
+
+
 def _literal_text(pieces: list) -> str | None:
     return None if any(p.kind == "group" for p in pieces) else "".join(p.text for p in pieces if p.kind == "lit")
 
@@ -338,6 +343,14 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     return plan
 
 
+def _first_call(plan: _Plan) -> tuple:
+    """(a sample of arguments for each tool, the first tool's call written with its sample, [(tool, sample)] as the
+    parser reads that call back), for the checks that write calls and parse them."""
+    samples = {name: _sample(parameters) for name, parameters in plan.tools}
+    first = next(iter(plan.calls.values()))
+    return samples, first.write(samples[first.tool]), [(first.tool, samples[first.tool])]
+
+
 def _reasoning_enders(plan: _Plan) -> list:
     """The begins of the tags that end a reasoning block the model has not closed, where they are written (the
     prompt's, or one the answer opened): after some reasoning, a call (or a section of calls) written with such a
@@ -350,16 +363,12 @@ def _reasoning_enders(plan: _Plan) -> list:
     else:
         return []
     forms = [*plan.calls.values(), *plan.spelled.values()]
-    samples = {name: _sample(parameters) for name, parameters in plan.tools}
-    first = next(iter(plan.calls.values()))
-    one = first.write(samples[first.tool])
-    wanted_one = [(first.tool, samples[first.tool])]
+    samples, one, wanted_one = _first_call(plan)
     writings = [(form.begin, form.write(samples[form.tool]), [(form.tool, samples[form.tool])]) for form in forms]
     writings += [(opener, opener + one + closer, wanted_one) for opener, closer in plan.wrappers]
-    tools = _as_tools(plan.tools)
 
     def reads(text: str, calls: list, content: str) -> bool:
-        message = _probe(plan.template, text, plan.prefix, tools)
+        message = _read(plan, text)
         return (message is not None and message.get("reasoning_content") == "Let me think."
                 and _calls_read(message) == calls and (message.get("content") or "").strip() == content)
 
@@ -383,10 +392,8 @@ def _json_bodies_in_sections(plan: _Plan) -> bool:
     forms = [*plan.calls.values(), *plan.spelled.values()]
     if any(form.write_json_body is None for form in forms):
         return False
-    samples = {name: _sample(parameters) for name, parameters in plan.tools}
-    first = next(iter(plan.calls.values()))
-    one, wanted_one = first.write(samples[first.tool]), [(first.tool, samples[first.tool])]
-    lead, tools = _answer_start(plan), _as_tools(plan.tools)
+    samples, one, wanted_one = _first_call(plan)
+    lead = _answer_start(plan)
     for opener, closer in plan.wrappers:
         for form in forms:
             assert form.write_json_body is not None
@@ -396,7 +403,7 @@ def _json_bodies_in_sections(plan: _Plan) -> bool:
                 tries += [(opener + call + between + one + closer, wanted + wanted_one, ""),
                           (opener + one + between + call + closer, wanted_one + wanted, "")]
             for text, read, content in tries:
-                message = _probe(plan.template, lead + text, plan.prefix, tools)
+                message = _read(plan, lead + text)
                 if _calls_read(message) != read or ((message or {}).get("content") or "").strip() != content:
                     return False
     return True
@@ -451,13 +458,12 @@ def _messages(plan: _Plan) -> tuple:
                                                         spread=True)]
     except _Dead:
         return [], []
-    tools = _as_tools(plan.tools)
     forms = list(plan.calls.values())
     one = forms[0].write(_sample(dict(plan.tools)[forms[0].tool])) if forms else ""
     wanted = [(forms[0].tool, _sample(dict(plan.tools)[forms[0].tool]))] if forms else []
 
     def reads(text: str, calls: list) -> bool:
-        message = _probe(plan.template, lead + text, plan.prefix, tools)
+        message = _read(plan, lead + text)
         got = _calls_read(message)
         return message is not None and message.get("content") == "Answer." and got == calls and not (
             message.get("reasoning_content") and not lead)
@@ -493,7 +499,6 @@ def _wrappers(plan: _Plan) -> list:
     first, second = forms[0], forms[-1]
     one, two = first.write(samples[first.tool]), second.write(samples[second.tool])
     lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
-    tools = _as_tools(plan.tools)
     reserved = [form.begin for form in [*forms, *plan.spelled.values()]] + [form.end for form in forms] + list(
         plan.triggers)
     if plan.reasoning_open:
@@ -509,7 +514,7 @@ def _wrappers(plan: _Plan) -> list:
                   and m not in one and m not in two]
 
     def calls_of(text: str) -> Any:
-        message = _probe(plan.template, lead + text, plan.prefix, tools)
+        message = _read(plan, lead + text)
         if message is None or message.get("reasoning_content") and not lead:
             return None
         got = _calls_read(message)
@@ -526,7 +531,7 @@ def _wrappers(plan: _Plan) -> list:
         return after is not None and after[0] == wanted + wanted[:1] and after[1].strip() == "After."
 
     def neutral(marker: str) -> bool:  # a reasoning delimiter is no section marker, whatever the parser drops
-        message = _probe(plan.template, lead + "Before." + marker + "After.", plan.prefix, tools)
+        message = _read(plan, lead + "Before." + marker + "After.")
         return message is not None and not (message.get("reasoning_content") and not lead)
 
 
@@ -576,11 +581,10 @@ def _free_markers(plan: _Plan) -> list:
     reserved = [form.begin for form in forms] + [form.end for form in forms] + list(plan.triggers)
     reserved += [plan.reasoning_open] if plan.reasoning_open else []
     reserved += list(plan.reasoning_tag or ()) + ([plan.content_open] if plan.content_open else [])
-    tools = _as_tools(plan.tools)
 
     def keeps(text: str, words: list, calls: list, markup: bool = False) -> bool:
         """The calls are read exactly and the words kept in order (and with `markup`, the marker is not text)."""
-        message = _probe(plan.template, lead + text, plan.prefix, tools)
+        message = _read(plan, lead + text)
         if message is None or _calls_read(message) != calls:
             return False
         read = (message.get("reasoning_content") or "") + (message.get("content") or "")
@@ -673,7 +677,7 @@ def _content_open(plan: _Plan) -> str | None:
     form = next(iter(plan.calls.values()))
     sample = _sample(dict(plan.tools)[form.tool])
     for close in sorted(closes, key=lambda close: -_kinship(opened, close)):
-        message = _probe(plan.template, "Answer." + close + form.write(sample), plan.prefix, _as_tools(plan.tools))
+        message = _read(plan, "Answer." + close + form.write(sample))
         if message is not None and message.get("content") == "Answer." and _calls_read(message) == [(form.tool, sample)]:
             return close
     return None
@@ -738,15 +742,13 @@ def _self_check(plan: _Plan) -> None:
     # the grammar closes a reasoning block (or a content message) the prompt left open before anything else
     lead = _answer_start(plan)
     if plan.lead is not None:  # the header every message starts with separates calls too (`<|start|>assistant`)
-        joined = _probe(plan.template, lead + one + plan.lead.sample + second.write(samples[second.tool]),
-                        plan.prefix, _as_tools(plan.tools))
+        joined = _read(plan, lead + one + plan.lead.sample + second.write(samples[second.tool]))
         if _calls_read(joined) == [
                 (first.tool, samples[first.tool]), (second.tool, samples[second.tool])]:
             plan.separator = plan.lead.sample
     elif all(not form.end for form in forms):
         # calls whose closer writes nothing follow each other directly (Mistral's `{...}[TOOL_CALLS]next[ARGS]`)
-        joined = _probe(plan.template, lead + one + second.write(samples[second.tool]), plan.prefix,
-                        _as_tools(plan.tools))
+        joined = _read(plan, lead + one + second.write(samples[second.tool]))
         if _calls_read(joined) == [(first.tool, samples[first.tool]), (second.tool, samples[second.tool])]:
             plan.separator = ""
     two = one + plan.separator + second.write(samples[second.tool])
@@ -767,7 +769,7 @@ def _self_check(plan: _Plan) -> None:
         cases += [("reasoning, the opener's optional start, then a call", reasoning + one, [first.tool]),
                   ("reasoning, the opener's optional start, text, then a call", reasoning + "Sure. " + one, [first.tool])]
     for what, text, names in cases:
-        message = _probe(plan.template, text, plan.prefix, _as_tools(plan.tools))
+        message = _read(plan, text)
         calls = (message or {}).get("tool_calls") or []
         got = [(call.get("function") or {}).get("name") for call in calls]
         wanted_args = [samples[name] for name in names]
@@ -791,7 +793,7 @@ def _self_check(plan: _Plan) -> None:
     if plan.calls_end_answer:
         # text after the calls on a new line, starting with a letter (the only text the grammar writes there)
         def kept_after(calls: str, names: list) -> bool:
-            message = _probe(plan.template, lead + calls + "\nOk, done.", plan.prefix, _as_tools(plan.tools))
+            message = _read(plan, lead + calls + "\nOk, done.")
             return _calls_read(message) == [(name, samples[name]) for name in names] and (
                 (message or {}).get("content") or "").endswith("Ok, done.")
 
@@ -808,8 +810,7 @@ def _self_check(plan: _Plan) -> None:
         contexts = [("", "", pair), ("Sure. ", "", pair), (one + plan.separator, "", [pair[0], *pair])]
         if not plan.calls_end_answer:
             contexts += [("", " Done.", pair), ("", plan.separator + one, [*pair, pair[0]])]
-        if plan.one_call or any(_calls_read(_probe(plan.template, lead + before + listed + after, plan.prefix,
-                                                   _as_tools(plan.tools))) != wanted
+        if plan.one_call or any(_calls_read(_read(plan, lead + before + listed + after)) != wanted
                                 for before, after, wanted in contexts):
             for form in forms:
                 form.list_region = form.write_list_region = None
@@ -819,7 +820,7 @@ def _self_check(plan: _Plan) -> None:
         for key in list(form.list_ids):
             assert form.write_list is not None
             text = form.write_list([(form.tool, samples[form.tool])], key)
-            if _calls_read(_probe(plan.template, lead + text, plan.prefix, _as_tools(plan.tools))) != [
+            if _calls_read(_read(plan, lead + text)) != [
                     (form.tool, samples[form.tool])]:
                 form.list_ids.remove(key)
                 del form.list_item["properties"][key]
@@ -834,7 +835,7 @@ def _self_check(plan: _Plan) -> None:
             if form.write_list is None and not plan.one_call:  # and before another call
                 texts.append((text + plan.separator + one, [(form.tool, arguments), (first.tool, samples[first.tool])]))
             for written, wanted in texts:
-                message = _probe(plan.template, lead + written, plan.prefix, _as_tools(plan.tools))
+                message = _read(plan, lead + written)
                 if _calls_read(message) != wanted:
                     raise _NoParseBack(
                         "calls whose JSON arguments hold line breaks between tokens (whitespace the grammar allows) "
@@ -845,8 +846,7 @@ def _self_check(plan: _Plan) -> None:
     for form in forms:
         for choices, write_variant in form.variants:
             for before, after, names in _variant_contexts(plan, form, one):
-                read = _calls_read(_probe(plan.template, lead + before + write_variant(samples[form.tool]) + after,
-                                          plan.prefix, _as_tools(plan.tools)))
+                read = _calls_read(_read(plan, lead + before + write_variant(samples[form.tool]) + after))
                 if read != [(name, samples[name]) for name in names] and not (after == " Done." and plan.calls_end_answer):
                     for choice, element in choices:
                         choice["elements"].remove(element)
@@ -854,7 +854,7 @@ def _self_check(plan: _Plan) -> None:
         for element, write in form.optional:
             text = write(samples[form.tool])
             for before, after, names in _variant_contexts(plan, form, one):
-                message = _probe(plan.template, lead + before + text + after, plan.prefix, _as_tools(plan.tools))
+                message = _read(plan, lead + before + text + after)
                 read = _calls_read(message)
                 if read != [(name, samples[name]) for name in names] and not (
                         after == " Done." and plan.calls_end_answer):
