@@ -139,14 +139,34 @@ _STRING_AFTER = ("", " b", "}", '"')
 _PROBE_TOOL = {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}
 
 
-@functools.lru_cache(maxsize=64)
 def _string_excludes(source_json: str, closing: int) -> list | None:
     """What argument strings (JSON strings, xml-inline values) may not hold: the template's markers, but for those
     the parser reads as text inside a string wherever they stand there (found by parsing calls whose string holds
     the marker after and before several texts and beside each other such marker, alone and before another call).
     A marker that ends a call only right after a `}` (Hermes' `(?<=\\}\\s*)</tool_call>`) is kept out only there:
     after `}` and spaces. None: the markers, all of them (Gemma's strings, Python lists, or calls written so do not
-    parse back). Cached: it depends on the template alone."""
+    parse back). Cached by the template and by the spelling of the calls it writes, which follows the prompt's
+    (Hy3's `<tool_call:opensource>` or `<tool_call>`: the probes differ, and so may what they find)."""
+    return _string_excludes_spelled(source_json, closing, _probe_spelling(source_json, closing), SPELL_ALL.get())
+
+
+def _probe_spelling(source_json: str, closing: int) -> str:
+    """The probe call as the prompt (PROMPT) spells it: part of the key of _string_excludes' cache."""
+    source = json.loads(source_json)
+    spec = source.get("fields", {}).get("tool_calls")
+    if spec is None:
+        return ""
+    try:
+        form = _call_form(spec, "probe", _PROBE_TOOL, _markers(source), closing)
+    except (_Dead, IndexError, GrammarError):
+        return ""
+    listed = form.write_list([("probe", {"s": "a"}), ("probe", {"s": "b"})]) if form.write_list else ""
+    return form.write({"s": "a"}) + "\n" + listed
+
+
+@functools.lru_cache(maxsize=64)
+def _string_excludes_spelled(source_json: str, closing: int, _spelling: str, _spell_all: bool) -> list | None:
+    """_string_excludes, for the calls spelled as `_spelling` says (the key of the cache only)."""
     source = json.loads(source_json)
     template = load_template(source)
     spec = source.get("fields", {}).get("tool_calls")
