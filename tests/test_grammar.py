@@ -162,7 +162,7 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                 assert prefix or name in FORCED_ONLY and choice in ("auto", "none"), (
                     f"{name} compiles for tool_choice='required' but not for {choice!r}")
                 continue
-            sections = [opener for opener, _ in planning._plan(name, TOOLS, prefix).wrappers]
+            sections = [marker for pair in planning._plan(name, TOOLS, prefix).wrappers for marker in pair]
             for text in walks(tag, rng, markers=patterns._markers(rt.get_template(name))):
                 where = f"{name} prefix={prefix[-40:]!r} tool_choice={choice} parallel={parallel}: {text!r}"
                 try:
@@ -189,7 +189,8 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
 def opened_calls(tag, text, sections=()):
     """How many calls the grammar opened in `text`: its call begins, which free text and arguments cannot hold,
     each followed by that call's end (a begin may also start markup inside a call: `<｜DSML｜` of a parameter).
-    `sections`: the openers of section markers around calls; their calls are counted inside them. A tag holding a
+    `sections`: the markers (openers and closers) of sections around calls; their calls are counted inside them, and
+    a section marker that starts like a call (MiniMax M3's namespace token starts both) opens none. A tag holding a
     JSON list of calls (Mistral v3's `[TOOL_CALLS][...]`) opens as many calls as the list has items."""
     pairs = set()
     lists = set()
@@ -211,8 +212,8 @@ def opened_calls(tag, text, sections=()):
 
     def holds_list(node):
         if isinstance(node, dict):
-            if node.get("type") == "grammar":  # a Python call list
-                return True
+            if node.get("type") == "grammar":  # a Python call list, not one call's arguments (FunctionGemma's)
+                return node["grammar"].startswith('root ::= "["')
             schema = node.get("json_schema") if node.get("type") == "json_schema" else None
             if schema is not None and schema.get("type") == "array":  # a list of call objects, not an argument
                 items = schema.get("items") or {}
@@ -257,12 +258,14 @@ def opened_calls(tag, text, sections=()):
             break
         index, begin, end = min(found)
         section = next((opener for opener in sections if text.startswith(opener, index)), None)
-        if section:  # a section opener that starts like a call (DSML's `<｜DSML｜tool_calls>`) is no call
+        if section:  # a section marker that starts like a call (DSML's `<｜DSML｜tool_calls>`) is no call
             at = index + len(section)
             continue
         after = index + len(begin)
         if (begin, end) in lists:  # one region, as many calls as its list has items
             start = after + len(text[after:]) - len(text[after:].lstrip())
+            if not begin and not text.startswith("[", start):
+                break  # text, which a list that opens with no marker cannot start (Gemma 3's text under "auto")
             items = None
             if text.startswith("[", start) and text[start + 1:].lstrip()[:1] in ("{", "]"):  # a JSON list
                 try:
@@ -548,10 +551,77 @@ def test_a_content_message_the_prompt_left_open_is_closed_before_calls():
 
 
 def test_none_is_refused_where_free_text_could_open_a_call():
-    # Gemma 3's calls are Python lists the parser finds in text: with no marker to keep out, "none" cannot hold
+    # Llama 4's pythonic calls are Python lists the parser finds anywhere in text: with no marker to keep out,
+    # "none" cannot hold
     with pytest.raises(GrammarError, match="spells no literal text"):
-        structural_tag("gemma-3", WEATHER, tool_choice="none")
+        structural_tag("llama4_pythonic", WEATHER, tool_choice="none")
     assert structural_tag("qwen3", WEATHER, tool_choice="none")
+
+
+def test_where_calls_open_only_at_the_answers_start_text_cannot_start_like_one():
+    # Gemma 3 reads a Python call list (or its ```tool_code fence) only at the start of the answer: under "auto" the
+    # answer is the calls (then perhaps text), or text whose start is no call's
+    auto = structural_tag("gemma-3", WEATHER, prefix="")
+    call = '[get_weather(city="Paris", days=2)]'
+    for text in (call, call + "\nDone.", call + "\n\nDone.", "Sure. " + call, "``inline``", "```python\nx = 1\n```"):
+        assert admits(auto, text), text
+        calls = rt.parse_response(text, "gemma-3", prefix="", tools=WEATHER).get("tool_calls") or []
+        assert len(calls) == (1 if text.startswith("[") else 0), text
+    for text in ("[not a call", " [x", "```tool_code\n" + call + "\n```", "```tool_codex", "Ok <end_of_turn> b"):
+        assert not admits(auto, text), text
+    # "none": text that cannot start like a call, or nothing (the tools are not needed to find that out)
+    for tools in (WEATHER, None):
+        none = structural_tag("gemma-3", tools, tool_choice="none")
+        for text in ("", "Sure. " + call, "``inline``"):
+            assert admits(none, text), text
+        for text in (call, "```tool_code\n" + call + "\n```", " [x"):
+            assert not admits(none, text), text
+
+
+def test_bare_key_json_with_delimited_strings_follows_the_schema_and_keeps_markers_out_of_strings():
+    # FunctionGemma: `call:NAME{key:<escape>text<escape>,...}`, written through an EBNF grammar of such values
+    tools = [{"type": "function", "function": {"name": "note", "parameters": {"type": "object", "properties": {
+        "text": {"type": "string"}, "done": {"type": "boolean"}, "at": {"type": "null"},
+        "meta": {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}},
+                                                  "level": {"type": "integer"}}, "required": ["level"]},
+        "mood": {"enum": ["calm", "busy"]}}, "required": ["text"]}}}]
+    tag = structural_tag("functiongemma", tools, tool_choice="required")
+
+    def call(body):
+        return f"<start_function_call>call:note{body}<end_function_call>"
+
+    admitted = {
+        "{text:<escape>a < b, ends here: end<escape>}": {"text": "a < b, ends here: end"},
+        "{text:<escape>x<escape>,done:False, at:None,meta:{tags:[<escape>p<escape>,<escape>q<escape>],level:2}}": {
+            "text": "x", "done": False, "at": None, "meta": {"tags": ["p", "q"], "level": 2}},
+        "{text:<escape><escape>,mood:<escape>busy<escape>}": {"text": "", "mood": "busy"},
+    }
+    for body, arguments in admitted.items():
+        assert admits(tag, call(body)), body
+        assert rt.parse_response(call(body), "functiongemma", prefix="", tools=tools)["tool_calls"] == [
+            {"type": "function", "function": {"name": "note", "arguments": arguments}}]
+    refused = ["{text:<escape>stop <end_function_call> here<escape>}", "{text:<escape>a<escape>,mood:<escape>x<escape>}",
+               "{done:true}", '{text:"quoted"}', "{text:<escape>a<escape>,meta:{tags:[]}}",
+               "{text:<escape>a<escape>,done:<escape>true<escape>}"]
+    for body in refused:
+        assert not admits(tag, call(body)), body
+    # the canonical writing is the one the grammar admits
+    form = planning._plan("functiongemma", tools, "").calls["note"]
+    written = form.write({"text": "hi", "done": True, "meta": {"tags": ["a"], "level": 1}})
+    assert admits(tag, written), written
+
+
+def test_a_grammar_does_not_depend_on_the_grammars_compiled_before_it():
+    # Hy3's calls are spelled as the prompt spells its markers; what argument strings may hold is found by probes
+    # written in that spelling, and cached per spelling, not per template
+    prompts = [case["prefix"] for case in corpus("hunyuan3")["cases"] if case.get("tools")]
+    opensource = next(prompt for prompt in prompts if prompt.endswith("<think:opensource>"))
+    preview = next(prompt for prompt in prompts if "opensource" not in prompt)
+    planning._string_excludes_spelled.cache_clear()
+    alone = structural_tag("hunyuan3", TOOLS, prefix=opensource)
+    planning._string_excludes_spelled.cache_clear()
+    structural_tag("hunyuan3", TOOLS, prefix=preview)
+    assert structural_tag("hunyuan3", TOOLS, prefix=opensource) == alone
 
 
 def test_an_optional_part_the_parser_reads_otherwise_is_not_admitted():
@@ -689,6 +759,37 @@ def test_a_call_whose_opener_does_not_end_the_reasoning_cannot_open_inside_it():
     assert bare != output and "<｜DSML｜invoke" in bare
     assert not rt.parse_response(bare, "deepseek_v4", prefix=case["prefix"], tools=case["tools"]).get("tool_calls")
     assert not admits(structural_tag("deepseek_v4", case["tools"], prefix=case["prefix"]), bare)
+
+
+def test_nested_element_arguments_follow_the_schema_at_every_level():
+    # MiniMax M3: an object's members and an array's <item>s are child elements, a leaf is its text; strings hold no
+    # namespace token (where the parser ends a leaf), and an empty element holds no layout (it would read as " ")
+    case = next(case for case in corpus("minimax_m3")["cases"]
+                if case["name"] == "nested object and array arguments, typed by the nested schemas")
+    tag = structural_tag("minimax_m3", case["tools"], prefix=case["prefix"])
+    output = end_of_turn("minimax_m3", case["output"], case["prefix"], case["tools"])
+    assert admits(tag, output)
+    assert rt.parse_response(output, "minimax_m3", prefix=case["prefix"], tools=case["tools"]) == case["expected"]
+    namespace = "]<]minimax[>["
+    # (a number, a boolean and an integer that are not; a string written as an object)
+    for wrong in ("<max_price>cheap", "<pets>maybe", "<adults>two", f"<city>{namespace}<name>Lyon{namespace}</name>"):
+        opened = output.index(wrong[:wrong.index(">") + 1])
+        right = output[opened:output.index(namespace, opened)]
+        assert not admits(tag, output.replace(right, wrong, 1)), wrong
+    empty = output.index("<tags>") + len("<tags>")
+    end = output.index(namespace + "</tags>")
+    assert admits(tag, output[:empty] + output[end:])
+    assert not admits(tag, output[:empty] + " " + output[end:])
+
+
+def test_a_reasoning_closer_alone_at_the_start_is_admitted_where_the_parser_drops_it():
+    # MiniMax M3's adaptive prompt: the model skips its reasoning by writing `</mm:think>` first
+    case = next(case for case in corpus("minimax_m3")["cases"] if case["name"] == "two calls after text")
+    output = end_of_turn("minimax_m3", case["output"], case["prefix"], case["tools"])
+    assert output.startswith("</mm:think>") and admits(structural_tag("minimax_m3", case["tools"],
+                                                                      prefix=case["prefix"]), output)
+    # where the parser reads it as reasoning's end (the prompt opened the reasoning), it is the reasoning's closer
+    assert not planning._plan("minimax_m3", TOOLS, "<mm:think>").lone_reasoning_close
 
 
 @pytest.mark.parametrize("name", ["deepseek_v3.2", "deepseek_v4"])
@@ -869,7 +970,7 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
 # (298 of 409 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 298
+ADMITTED_FLOOR = 311
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

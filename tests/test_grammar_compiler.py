@@ -1,6 +1,7 @@
 """structural_tag without xgrammar: what it returns for each tool_choice, and the errors a user gets. (The grammar
 itself is checked against our parser with xgrammar in test_grammar.py.)"""
 
+import copy
 import json
 
 import pytest
@@ -70,15 +71,24 @@ def test_a_prompt_that_opens_the_reasoning_starts_the_grammar_inside_it():
 
 
 def test_a_template_it_cannot_express_is_refused_with_the_reason():
-    # FunctionGemma's JSON dialect (<escape> strings, bare keys) is no JSON style xgrammar writes
-    with pytest.raises(GrammarError, match="string_delims/unquoted_keys") as caught:
-        rt.structural_tag("functiongemma", TOOLS)
+    # delimited strings with quoted keys: a JSON dialect no template writes, and no grammar is guessed for it
+    quoted_keys = copy.deepcopy(rt.get_template("functiongemma"))
+    quoted_keys["fields"]["tool_calls"]["content_args"]["unquoted_keys"] = False
+    with pytest.raises(GrammarError, match="delimited strings but quoted keys") as caught:
+        rt.structural_tag(quoted_keys, TOOLS)
     assert isinstance(caught.value, TemplateError) and isinstance(caught.value, ValueError)
+    # FunctionGemma's bare-key JSON is an EBNF grammar of literals, which cannot bound a number
+    bounded = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "n": {"type": "integer", "minimum": 1}}}}}]
+    with pytest.raises(GrammarError, match="'minimum' is not compiled"):
+        rt.structural_tag("functiongemma", bounded)
     with pytest.raises(GrammarError, match="no tool_calls field"):
         rt.structural_tag({"start_anchor": "<|assistant|>", "fields": {"content": {}}}, TOOLS)
-    # MiniMax M3's arguments are nested elements: a value written as free text could read back as an object
-    with pytest.raises(GrammarError, match="nested child elements"):
-        rt.structural_tag("minimax_m3", TOOLS)
+    # MiniMax M3's arguments are nested elements, written per schema: a value of one of several types is not
+    either = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "v": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}}}]
+    with pytest.raises(GrammarError, match="combines types"):
+        rt.structural_tag("minimax_m3", either)
 
 
 def test_bad_tool_choices_are_named():

@@ -49,6 +49,10 @@ def _check_choice(tool_choice: Any, names: list) -> None:
                        f'{{"name": ...}}}}, got {tool_choice!r}')
 
 
+_STAND_IN_TOOL = {"type": "function", "function": {"name": "stand_in", "parameters": {"type": "object",
+                                                                                     "properties": {}}}}
+
+
 def structural_tag(template: Any, tools: Any = None, *, prefix: str = "", tool_choice: Any = "auto",
                    parallel_tool_calls: bool = True, _after_reasoning: bool = False) -> dict:
     """An xgrammar structural tag (JSON form) that constrains a model writing with `template` to call `tools`.
@@ -66,7 +70,14 @@ def structural_tag(template: Any, tools: Any = None, *, prefix: str = "", tool_c
     tools = tools if tool_choice != "none" else None
     plan = _plan(template, tools, prefix)
     if _after_reasoning and plan.reasoning_open is not None:
-        plan = _plan(template, tools, prefix + plan.reasoning_open)
+        prefix += plan.reasoning_open
+        plan = _plan(template, tools, prefix)
+    if tool_choice == "none" and plan.plain_opener is not None:
+        # whether calls open only at the answer's start (so text can be kept from starting like one) is found by
+        # writing a call: of a stand-in tool, since "none" writes none
+        with_calls = _plan(template, [_STAND_IN_TOOL], prefix)
+        if with_calls.answer_starts:
+            plan = with_calls
     return copy.deepcopy(_build(plan, tool_choice, bool(parallel_tool_calls)))
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...core.errors import GrammarError
 from .formats import _const, _free_text, _plain, _ws
-from .planning import _overlaps, _Plan
+from .planning import _Plan
 
 
 def _tags(plan: _Plan, names: list, parallel: bool = True, json_bodies: bool = False) -> list:
@@ -49,18 +49,31 @@ def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
               + [opener for opener, _ in plan.wrappers]
               + [trigger for _, _, trigger in plan.messages])
     # (nor the pieces of a marker free text may hold: `<|sep|>` of Kimi K3's `<|open|>response<|sep|>`)
-    found = [marker for marker in plan.markers if not any(_overlaps(marker, begin) for begin in begins)
+    found = [marker for marker in plan.markers if not any(_runs_into(marker, begin) for begin in begins if begin)
              and not any(marker in free for free in plan.free_markers)]
-    return found + [text for text in [*extra, *plan.plain_starts] if text not in found]
+    return found + [text for text in [*extra, *plan.plain_starts] if text and text not in found]
+
+
+def _runs_into(marker: str, begin: str) -> bool:
+    """Free text that may not hold `marker` could not write `begin`: the one holds the other, or the marker's end is
+    the begin's start (where the begin's end is the marker's start, the tag has begun: MiniMax M3's namespace
+    `]<]minimax[>[` and its end-of-turn `[e~[`)."""
+    return marker in begin or begin in marker or any(marker.endswith(begin[:size]) for size in range(1, len(marker)))
 
 
 def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
     parallel = parallel and not plan.one_call
     names = [tool_choice["function"]["name"]] if isinstance(tool_choice, dict) else list(plan.calls)
-    if plan.plain_opener is not None and (tool_choice in ("auto", "none") or not names):
+    free = tool_choice in ("none", "auto") or not names
+    if plan.plain_opener is not None and free and not plan.answer_starts:
         forced = ', so only "required" and a named function compile for this template' if plan.calls else ""
         raise GrammarError(f"{plan.plain_opener}: tool_choice={tool_choice!r} leaves text free{forced}")
-    if tool_choice == "none" or not names:
+    answer: list
+    if plan.answer_starts and tool_choice == "none":
+        answer = [{"type": "optional", "content": _start_text(plan)}]
+    elif plan.answer_starts and tool_choice == "auto":
+        answer = _calls_at_start_answer(plan, names, parallel)
+    elif tool_choice == "none" or not names:
         answer = _text_answer(plan)
     elif tool_choice == "auto":
         answer = _chosen_answer(plan, names, parallel)
@@ -89,6 +102,8 @@ def _reasoning_part(plan: _Plan) -> list:
     if plan.reasoning_tag is not None:
         inner = [m for m in plan.markers if m not in plan.reasoning_tag] + plan.triggers
         block = {"type": "tag", "begin": plan.reasoning_tag[0], "content": _free_text(inner), "end": plan.reasoning_tag[1]}
+        if plan.lone_reasoning_close:  # (or its closer alone, which skips it)
+            block = {"type": "or", "elements": [block, _const(plan.reasoning_tag[1])]}
         # (layout before the block: GLM-4.5 writes "\n<think>")
         return [_ws(0), {"type": "optional", "content": {"type": "sequence", "elements": [block, *after]}
                          if after else block}]
@@ -134,6 +149,43 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
     return [{"type": "triggered_tags", "triggers": _section_triggers(plan) + [trigger for _, _, trigger in plan.messages],
              "tags": tags + _messages_of(plan), "at_least_one": False,
              "stop_after_first": not parallel or _one_region(plan), "excludes": _excludes(plan)}]
+
+
+def _start_text(plan: _Plan) -> dict:
+    """Where calls open only at the answer's start (plan.answer_starts): text that cannot start like a call (its
+    first character none a call starts with, or a call's start left before it is complete: "``x", not
+    "```tool_code")."""
+    excludes = plan.start_text_excludes
+    # (nor a character a marker free text may not hold starts with: the marker would begin across the two formats)
+    starts = "".join(sorted({_class_char(text[0]) for text in [*plan.answer_starts, *excludes] if text}))
+    firsts = [f"[^ \\t\\r\\n{starts}]"] + [
+        _regex_literal(start[:size]) + f"[^{_class_char(start[size])}]"
+        for start in plan.answer_starts for size in range(1, len(start))]
+    return {"type": "sequence", "elements": [{"type": "regex", "pattern": "(" + "|".join(firsts) + ")"},
+                                             _free_text(excludes)]}
+
+
+def _calls_at_start_answer(plan: _Plan, names: list, parallel: bool) -> list:
+    """"auto" where calls open only at the answer's start: the calls, then perhaps text after them (on the
+    separators found to work), or text that cannot start like a call, or nothing."""
+    between = "(" + "|".join(_regex_literal(text) for text in plan.text_after_start_calls) + ")"
+    after = [{"type": "optional", "content": {"type": "sequence", "elements": [
+        {"type": "regex", "pattern": between + "[A-Za-z]"}, _free_text(plan.start_text_excludes)]}}]
+    called = {"type": "sequence", "elements": [
+        _ws(0), {"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
+                 "at_least_one": True, "stop_after_first": not parallel or _one_region(plan)},
+        *(after if plan.text_after_start_calls else [])]}
+    return [{"type": "or", "elements": [called, {"type": "optional", "content": _start_text(plan)}]}]
+
+
+def _class_char(char: str) -> str:
+    """`char` as it stands inside a regex character class."""
+    return "\\" + char if char in "\\]^-[" else {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(char, char)
+
+
+def _regex_literal(text: str) -> str:
+    return "".join("\\" + char if char in ".^$*+?()[]{}|\\/" else _class_char(char) if char in "\n\t\r" else char
+                   for char in text)
 
 
 def _section_triggers(plan: _Plan) -> list:

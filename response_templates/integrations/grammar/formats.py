@@ -24,6 +24,7 @@ from .patterns import (
     _walk,
     _writes_nothing,
 )
+from .delimited_json import DelimitedJsonRules, write_delimited
 from .python_calls import PythonCallRules, call_list_grammar, python_call
 
 
@@ -207,16 +208,22 @@ def _finite_numbers(schema: Any) -> Any:
     return out
 
 
-def _json_body(schema: dict, args: dict, markers: list) -> tuple:
-    """JSON content: the format, and (style) how a value is written."""
-    style = "json"
+def _json_body(schema: dict, args: dict, markers: list, seed: str = "") -> tuple:
+    """JSON content: the format, and (style) how a value is written: "json", "gemma" (Gemma 4's unquoted keys and
+    `<|"|>` strings, xgrammar's own style) or the pair of string delimiters of other JSON with bare keys
+    (FunctionGemma's `<escape>`, through an EBNF grammar; `seed` names its rules)."""
+    style: Any = "json"
     unquoted = bool(args.get("unquoted_keys"))
-    delims = args.get("string_delims")
+    delims = [tuple(pair) for pair in args.get("string_delims") or []]
     if unquoted or delims:
-        if unquoted and delims and [list(pair) for pair in delims] == [['<|"|>', '<|"|>']]:
+        if unquoted and delims == [('<|"|>', '<|"|>')]:
             style = "gemma"
+        elif unquoted and len(delims) == 1 and all(delims[0]):
+            rules = DelimitedJsonRules(seed, schema, delims[0], markers)
+            return {"type": "grammar", "grammar": rules.grammar()}, delims[0]
         else:
-            raise _Dead("JSON with string_delims/unquoted_keys other than Gemma 4's (<|\"|>) is not supported yet")
+            raise _Dead("JSON with several string delimiters, or with delimited strings but quoted keys, is not "
+                        "supported")
     body = {"type": "json_schema", "json_schema": _finite_numbers(schema), "style": style, "excludes": list(markers),
             "max_whitespace_cnt": _JSON_WS_MAX}
     return body, style
@@ -225,6 +232,8 @@ def _json_body(schema: dict, args: dict, markers: list) -> tuple:
 def _write_json(value: Any, style: str) -> str:
     if style == "json":
         return json.dumps(value, ensure_ascii=False)
+    if isinstance(style, tuple):
+        return write_delimited(value, style)
     if isinstance(value, dict):  # gemma: unquoted keys, <|"|> strings
         return "{" + ",".join(f"{key}:{_write_json(item, style)}" for key, item in value.items()) + "}"
     if isinstance(value, list):
@@ -260,15 +269,81 @@ def _group_required(pattern: str, group: str) -> bool:
     return any(p.kind == "group" and p.text == "value" for p in out)
 
 
+def _nested_elements_body(parameters: dict, nested: Any, markers: list) -> tuple:
+    """xml-inline content read as nested child elements (MiniMax M3): each value is an element `PREFIX<key>` ...
+    `PREFIX</key>` written after the format's namespace token; an object's members are its children, an array's items
+    `<item>` children, a scalar its text (a string raw, others as JSON), as the parser reads them back by the schema.
+    Strings hold neither the namespace (where a leaf's text ends) nor the format's markers."""
+    if not isinstance(nested, dict) or not nested.get("prefix"):
+        raise _Dead("xml-inline values read as nested child elements without a namespace prefix are not supported")
+    prefix, item_tag = nested["prefix"], nested.get("item_tag", "item")
+    in_strings = [*markers, prefix] if prefix not in markers else list(markers)
+
+    def element(key: str, schema: Any, depth: int = 0) -> dict:
+        return {"type": "tag", "begin": f"{prefix}<{key}>", "content": value(schema, depth), "end": f"{prefix}</{key}>"}
+
+    def value(schema: Any, depth: int) -> dict:
+        if depth > 8:
+            raise _Dead("a schema nested deeper than 8 levels is not compiled for nested elements")
+        if not isinstance(schema, dict):
+            schema = {}
+        kind = schema.get("type")
+        if any(key in schema for key in ("anyOf", "oneOf", "allOf", "$ref", "not")) or isinstance(kind, list):
+            raise _Dead("nested-element values whose schema combines types (anyOf, oneOf, a list of types, $ref) "
+                        "are not compiled")
+        if "enum" in schema or "const" in schema:
+            choices = schema["enum"] if "enum" in schema else [schema["const"]]
+            return {"type": "or", "elements": [_const(choice if isinstance(choice, str) else json.dumps(choice))
+                                               for choice in choices]}
+        # (layout after the last child only where there is one: an empty element holding a space is a string)
+        if kind == "object":
+            held = members(schema, depth + 1)
+            layout = [_ws(0)] if set(schema.get("required") or []) & set(schema.get("properties") or {}) else []
+            return {"type": "sequence", "elements": [*held, *layout]} if held else _const("")
+        if kind == "array":
+            item = {"type": "sequence", "elements": [_ws(0), element(item_tag, schema.get("items"), depth + 1)]}
+            low, high = int(schema.get("minItems", 0)), schema.get("maxItems")
+            if high is not None and int(high) < 1:
+                return _const("")
+            items = {"type": "sequence", "elements": [
+                {"type": "repeat", "content": item, "min": max(low, 1), "max": -1 if high is None else int(high)}, _ws(0)]}
+            return items if low > 0 else {"type": "or", "elements": [_const(""), items]}
+        if kind in ("integer", "number", "boolean", "null"):
+            return {"type": "json_schema", "json_schema": _finite_numbers(schema), "max_whitespace_cnt": _WS_MAX}
+        return _free_text(in_strings)  # a string, or a value of any type (the parser reads its text as a string)
+
+    def members(schema: dict, depth: int) -> list:
+        required = set(schema.get("required") or [])
+        out = []
+        for key, child in (schema.get("properties") or {}).items():
+            if not isinstance(key, str) or not key or any(char.isspace() or char in "<>/" for char in key):
+                raise _Dead(f"property name {key!r} cannot be written as an element")
+            item = {"type": "sequence", "elements": [_ws(0), element(key, child, depth)]}
+            out.append(item if key in required else {"type": "optional", "content": item})
+        return out
+
+    def write(arguments: Any, spaced: bool = False) -> str:
+        return "".join(written(key, item) for key, item in arguments.items())
+
+    def written(key: str, item: Any) -> str:
+        if isinstance(item, dict):
+            inner = write(item)
+        elif isinstance(item, list):
+            inner = "".join(written(item_tag, each) for each in item)
+        else:
+            inner = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
+        return f"{prefix}<{key}>{inner}{prefix}</{key}>"
+
+    return members(parameters, 0), write, []
+
+
 def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     """xml-inline content: one tag per property, in the schema's order (optional ones may be left out)."""
     pattern = args.get("tag_pattern")
     if not pattern:
         raise _Dead("xml-inline without tag_pattern")
     if args.get("nested_elements"):
-        # the parser reads any value that looks like child elements as a dict or list: a grammar that writes string
-        # values as free text could not keep them strings, and nested tags per schema are not compiled
-        raise _Dead("xml-inline values read as nested child elements (nested_elements) are not supported")
+        return _nested_elements_body(parameters, args["nested_elements"], markers)
     parser = args.get("value_parser") or {"name": "text"}
     if parser.get("name") not in ("text", "json") or (parser.get("args") or {}).get("string_delims"):
         raise _Dead(f"xml-inline values read by {parser.get('name')!r} are not supported yet")
@@ -527,7 +602,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
                 return _json_body({**listed, **({} if parallel else {"maxItems": 1})}, args, in_strings)[0]
 
             schema = {"type": "array", "items": item, "minItems": 1}
-        body, style = _json_body(schema, args, in_strings)
+        body, style = _json_body(schema, args, in_strings, name)
         body_elements = [_ws(0), body, _ws(0)]
         if keys is not None and not each and style == "json":
             # the call object's keys in the other order too (Inkling's chat template writes "args" before "name"),

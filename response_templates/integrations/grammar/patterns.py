@@ -404,6 +404,42 @@ def _delimiter_spec(spec: dict, literal_key: str, pattern_key: str) -> Any:
     return spec.get(literal_key)
 
 
+def _answer_starts(pattern: str) -> list | None:
+    """For an opener that matches at the answer's start only and spells no text of its own (Gemma 3's
+    `^\\s*(?:```tool_code\\n)?(?=\\[name(...)`): the literal texts one of which a call's text starts with, after
+    whitespace (its optional parts' and its lookahead's first literal runs: "```tool_code", "["); None where the
+    pattern is not such a run of whitespace, optional literal parts and a lookahead."""
+    try:
+        parsed, _ = _parse_pattern(pattern)
+    except _Dead:
+        return None
+
+    def run(items: Any) -> str:
+        items = list(items)
+        while len(items) == 1 and items[0][0] is _sre.SUBPATTERN:
+            items = list(items[0][1][-1])
+        text = ""
+        for op, av in items:
+            if op is not _sre.LITERAL:
+                break
+            text += chr(av)
+        return text
+
+    starts = []
+    for op, av in parsed:
+        if op is _sre.AT:
+            continue
+        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and _space_chars(av[2]):
+            continue
+        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and av[0] == 0 and run(av[2]):
+            starts.append(run(av[2]))
+            continue
+        if op is _sre.ASSERT and av[0] == 1 and run(av[1]):
+            return [*starts, run(av[1])]
+        return None
+    return None
+
+
 def _literal_runs(pattern: str, spellings: bool = True) -> list:
     """Every maximal run of literal text anywhere in the pattern (all alternatives). Optional whitespace and
     lookarounds do not break a run: `(?<=\\})\\s*\\]` spells `}]`, text that closes a region wherever it is.

@@ -13,7 +13,17 @@ from ...core.errors import GrammarError
 from ...core.parse_whole import parse_response
 from ...core.template import CompiledTemplate, load_template
 from .formats import _call_form, _leading_literal, _opener, _plain, _sample, _stress_samples, _tool_list
-from .patterns import PROMPT, SPELL_ALL, _Dead, _delimiter_spec, _literal_runs, _markers, _Piece, _skeletons
+from .patterns import (
+    PROMPT,
+    SPELL_ALL,
+    _answer_starts,
+    _Dead,
+    _delimiter_spec,
+    _literal_runs,
+    _markers,
+    _Piece,
+    _skeletons,
+)
 
 
 @dataclass
@@ -68,6 +78,14 @@ class _Plan:
     # inside a section of calls, a call's body may be one JSON object instead of tags (DeepSeek's direct JSON DSML
     # calls), where calls written so parse back there
     json_bodies: bool = False
+    # where calls open only at the answer's start and their opener spells no text (Gemma 3): the texts one of which a
+    # call starts with ("```tool_code", "["), so that under "auto" text cannot start like one
+    answer_starts: list = field(default_factory=list)
+    start_text_excludes: list = field(default_factory=list)  # the markers such text cannot hold (found by parsing)
+    text_after_start_calls: list = field(default_factory=list)  # what may stand between them: "", "\n", "\n\n"
+    # the answer may start with the reasoning block's closer alone, which the parser drops (MiniMax M3 skips its
+    # reasoning so after the adaptive prompt)
+    lone_reasoning_close: bool = False
 
 
 def _probe(template: CompiledTemplate, text: str, prefix: str, tools: list | None = None) -> dict | None:
@@ -211,8 +229,10 @@ def _string_excludes_spelled(source_json: str, closing: int, _spelling: str, _sp
         return reads([value]) and (separator is None or reads([value, "ok"], separator)) and in_list(value)
 
     # (a marker holding JSON's own punctuation stays out: the parser's lookarounds read JSON syntax, which a string
-    # could spell piece by piece: Apertus's `},{"`)
-    excludes = [marker for marker in markers if any(char in marker for char in '{}[]":,')]
+    # could spell piece by piece: Apertus's `},{"`; but a value read as nested elements is raw text that ends only at
+    # the namespace token, where the probes below decide: MiniMax M3's `</mm:think>`)
+    raw = spec.get("content") == "xml-inline" and bool((spec.get("content_args") or {}).get("nested_elements"))
+    excludes = [marker for marker in markers if not raw and any(char in marker for char in '{}[]":,')]
     # after a marker, the text a parameter tag spells too (MiniCPM5's raw value ends before `<param name=`, whose
     # `name="` is no marker)
     tag_pattern = (spec.get("content_args") or {}).get("tag_pattern")
@@ -249,7 +269,10 @@ def _string_excludes_spelled(source_json: str, closing: int, _spelling: str, _sp
                              and in_list(f"{first}{second}|{first} {second}|{first}\n{second}"))]
     for marker in dict.fromkeys(marker for pair in failing_pairs for marker in pair if marker in least_use):
         excludes.append(marker)
-    failing_pairs = [pair for pair in failing_pairs if not set(pair) & least_use]
+    # (a pair holding a marker kept out, inside another one too, cannot be written: MiniMax M3's markers that spell
+    # its namespace token)
+    failing_pairs = [pair for pair in failing_pairs
+                     if not any(kept in marker for kept in excludes for marker in pair)]
     while failing_pairs:
         worst = max(dict.fromkeys(marker for pair in failing_pairs for marker in pair),
                     key=lambda marker: sum(marker in pair for pair in failing_pairs))
@@ -320,8 +343,6 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     triggers = _triggers_of(calls)
     plan = _Plan(compiled, prefix, tool_list, calls, triggers, markers, reasoning_open, reasoning_tag, "\n")
     plan.plain_opener = _plain_opener(spec, triggers)
-    if plan.plain_opener is not None:
-        plan.notes.append(f"{plan.plain_opener}: only tool_choice \"required\" and a named function compile")
     if calls and any(form.begin for form in calls.values()):
         _, plan.plain_starts, lead = _opener(spec)
         # only where every message opens with its own header (text outside one is dropped): elsewhere an optional
@@ -332,6 +353,14 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
     if calls:
         plan.content_open = _content_open(plan)
         _self_check(plan)
+        if plan.plain_opener is not None:
+            plan.answer_starts = _calls_only_at_start(plan, spec)
+    if plan.answer_starts:
+        plan.notes.append("calls open only at the answer's start: under \"auto\" and \"none\" text cannot start "
+                          f"like one ({', '.join(map(repr, plan.answer_starts))})")
+    elif plan.plain_opener is not None:
+        plan.notes.append(f"{plan.plain_opener}: only tool_choice \"required\" and a named function compile")
+    if calls:
         _other_spelling(plan, spec, closing, in_strings)
         plan.free_markers = _free_markers(plan)
         plan.wrappers = [(opener, closer) for opener, closer in _wrappers(plan) if opener not in plan.free_markers]
@@ -344,6 +373,7 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
         plan.free_markers = _free_markers(plan)
     if calls and not plan.messages:
         plan.reasoning_enders = _reasoning_enders(plan)
+    plan.lone_reasoning_close = _lone_reasoning_close(plan)
     if calls and plan.wrappers:
         plan.json_bodies = _json_bodies_in_sections(plan)
         if plan.json_bodies:
@@ -403,6 +433,54 @@ def _reasoning_enders(plan: _Plan) -> list:
                for space in ("", "\n\n") for text, read, content in tries):
             enders.append(begin)
     return enders
+
+
+def _calls_only_at_start(plan: _Plan, spec: dict) -> list:
+    """The texts a call starts with (patterns._answer_starts), where calls open only at the answer's start: a call
+    written after text on the same line, on the next one or after a blank line is read as that text; else []. Sets
+    plan.text_after_start_calls: how text after the calls may follow them (right after, on a new line, after a blank
+    line) where it is read as content."""
+    starts = _answer_starts(spec.get("open_pattern") or "") if isinstance(spec.get("open_pattern"), str) else None
+    if not starts or plan.reasoning_open is not None or plan.reasoning_tag is not None:
+        return []
+    _, one, wanted = _first_call(plan)
+    if _calls_read(_read(plan, one)) != wanted:
+        return []
+    for before in ("Sure. ", "Sure.\n", "Sure.\n\n"):
+        message = _read(plan, before + one)
+        if message is None or _calls_read(message) or message.get("content") != before + one:
+            return []
+    # (text there opens no call: it may hold the markers the parser reads as its text, "```" and ")]" of Gemma 3's
+    # calls, but not those that end it)
+    for marker in plan.markers:
+        for text in (f"Sure. a {marker} b", f"Sure. a{marker}b", f"Sure. a{marker}"):
+            message = _read(plan, text)
+            if message is None or _calls_read(message) or message.get("content") != text:
+                plan.start_text_excludes.append(marker)
+                break
+    for between in ("", "\n", "\n\n"):
+        message = _read(plan, one + between + "Ok, done.")
+        if _calls_read(message) == wanted and (message or {}).get("content") == "Ok, done.":
+            plan.text_after_start_calls.append(between)
+    return starts
+
+
+def _lone_reasoning_close(plan: _Plan) -> bool:
+    """Whether the reasoning block's closer written alone at the answer's start is dropped: before text, and before
+    a call."""
+    if plan.reasoning_tag is None:
+        return False
+    close = plan.reasoning_tag[1]
+    tries: list[tuple[str, list, str | None]] = [("Answer.", [], "Answer.")]
+    if plan.calls:
+        _, one, wanted_one = _first_call(plan)
+        tries.append((one, wanted_one, None))
+    for text, calls, content in tries:
+        message = _read(plan, close + text)
+        if message is None or message.get("reasoning_content") or _calls_read(message) != calls or (
+                message.get("content") or None) != content:
+            return False
+    return True
 
 
 def _json_bodies_in_sections(plan: _Plan) -> bool:

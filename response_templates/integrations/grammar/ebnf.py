@@ -1,0 +1,164 @@
+"""What the EBNF grammars built per tool share (xgrammar's `grammar` format): named rules, members written in
+the schema's order with the optional ones left out or not, and text that holds none of a list of markers."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .patterns import _Dead
+
+# Schema keywords a grammar of literals does not enforce: such a tool is refused, never given a grammar whose
+# arguments could break its schema ("oneOf" too: its alternatives may overlap).
+UNSUPPORTED_KEYWORDS = (
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern",
+    "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties", "patternProperties", "propertyNames",
+    "prefixItems", "contains", "allOf", "oneOf", "not", "if", "then", "else", "$ref", "dependentRequired",
+    "dependentSchemas",
+)
+MAX_DEPTH = 8
+
+
+def quoted(text: str) -> str:
+    """`text` as an EBNF string literal."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _class(chars: set) -> str:
+    """An EBNF character class matching any character but `chars`."""
+    special = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return "[^" + "".join(special.get(char, "\\" + char if char in "\\]^-[" else char) for char in sorted(chars)) + "]"
+
+
+@dataclass(frozen=True)
+class _SearchState:
+    """A state of the search for markers in a text: the text's longest end that starts a marker."""
+
+    text: str
+    may_end: bool  # the text may end here (no marker would run on into what follows it)
+    leaving: frozenset  # the characters that do not lead back to the start state (they go on, or end a marker)
+    moves: tuple  # (character, next state's text) for the characters that go on with a marker
+
+
+@functools.lru_cache(maxsize=32)
+def _marker_search(markers: tuple, before: str) -> list:
+    """The states of the search for `markers` (_SearchState), the start state "" first."""
+    # (a marker holding another one is found by that one)
+    markers = tuple(m for m in markers if m and not any(o != m and o and o in m for o in markers))
+    starts = {m[:size] for m in markers for size in range(len(m))} or {""}
+    alphabet = sorted({char for m in markers for char in m})
+
+    def step(state: str, char: str) -> str | None:
+        text = state + char
+        if any(text.endswith(m) for m in markers):
+            return None  # a marker would be complete
+        return next(text[at:] for at in range(len(text) + 1) if text[at:] in starts)
+
+    states = []
+    for state in sorted(starts, key=lambda text: (len(text), text)):
+        ahead = state + before
+        may_end = not any(0 <= ahead.find(m) < len(state) for m in markers)
+        moves = {char: step(state, char) for char in alphabet}
+        states.append(_SearchState(state, may_end, frozenset(char for char, after in moves.items() if after != ""),
+                                   tuple((char, after) for char, after in moves.items() if after)))
+    return states
+
+
+class EbnfRules:
+    """Rules named after a seed (a tool's name), so that the rules of several tools live in one grammar."""
+
+    def __init__(self, seed: str):
+        self.prefix = "c" + hashlib.sha256(seed.encode()).hexdigest()[:10]
+        self.rules: dict[str, str] = {}
+
+    def _rule(self, body: str) -> str:
+        name = f"{self.prefix}_{len(self.rules)}"
+        self.rules[name] = body
+        return name
+
+    def text_without(self, markers: list, before: str) -> str:
+        """A rule for any text that holds none of `markers`, nor one that would start in it and end in `before`
+        (the text that follows it): one rule per state of the search for the markers (the longest end of the text
+        read so far that starts a marker)."""
+        states = _marker_search(tuple(sorted(set(markers))), before)
+        names = {state.text: f"{self.prefix}_{len(self.rules)}_{at}" for at, state in enumerate(states)}
+        for state in states:
+            choices = ['""'] if state.may_end else []
+            choices.append(f"{_class(state.leaving)} {names['']}")
+            choices += [f"{quoted(char)} {names[after]}" for char, after in state.moves]
+            self.rules[names[state.text]] = " | ".join(choices)
+        return names[""]
+
+    def _members(self, members: list, separator: str) -> str:
+        """The members (text, required) in order, `separator` between them, the optional ones left out or not:
+        `head[i]` writes them from i on when none came before, `tail[i]` when one did."""
+        head, tail = ['""'] * (len(members) + 1), ['""'] * (len(members) + 1)
+        for at in range(len(members) - 1, -1, -1):
+            text, required = members[at]
+            after = tail[at + 1]
+            tail[at] = self._rule(f"{separator} {text} {after}" if required
+                                  else f"({separator} {text} {after}) | {after}")
+            head[at] = self._rule(f"{text} {after}" if required else f"({text} {after}) | {head[at + 1]}")
+        return head[0]
+
+
+class ValueRules(EbnfRules):
+    """Values typed by a JSON schema, in a literal syntax a subclass spells: its `dialect` (for messages), the
+    `separator` rule between items and members, rules for a value and an object of any type, a rule per JSON type of
+    scalar, and how a constant and a member's key are written. Objects' members are written in the schema's order,
+    the required ones always."""
+
+    dialect = ""
+    separator = '","'
+    any_value = any_object = ""
+    scalars: dict[str, str] = {}
+
+    def constant(self, value: Any) -> str:
+        raise NotImplementedError
+
+    def key(self, key: str) -> str:
+        raise NotImplementedError
+
+    def value(self, schema: Any, depth: int) -> str:
+        if depth > MAX_DEPTH:
+            raise _Dead(f"argument schemas nested more than {MAX_DEPTH} levels deep")
+        if schema is True or schema == {}:
+            return self.any_value
+        if not isinstance(schema, dict):
+            raise _Dead(f"an argument schema {schema!r} is not compiled for {self.dialect}")
+        for keyword in UNSUPPORTED_KEYWORDS:
+            if keyword in schema:
+                raise _Dead(f"{self.dialect} whose argument schemas use {keyword!r} is not compiled")
+        if "const" in schema:
+            return self.constant(schema["const"])
+        if "enum" in schema:
+            return "(" + " | ".join(self.constant(item) for item in schema["enum"]) + ")"
+        if "anyOf" in schema:
+            return "(" + " | ".join(self.value(item, depth + 1) for item in schema["anyOf"]) + ")"
+        kind = schema.get("type")
+        kinds = kind if isinstance(kind, list) else [kind] if kind else []
+        if not kinds:
+            kinds = ["object"] if "properties" in schema else ["array"] if "items" in schema else []
+        if not kinds:
+            return self.any_value
+        typed = [self._typed(item, schema, depth) for item in kinds]
+        return typed[0] if len(typed) == 1 else "(" + " | ".join(typed) + ")"
+
+    def _typed(self, kind: str, schema: dict, depth: int) -> str:
+        if kind in self.scalars:
+            return self.scalars[kind]
+        if kind == "array":
+            item = self.value(schema.get("items", {}), depth + 1)
+            return self._rule(f'"[" ({item} ({self.separator} {item})*)? "]"')
+        if kind == "object":
+            properties = schema.get("properties")
+            if not properties:
+                return '"{}"' if schema.get("additionalProperties", True) is False else self.any_object
+            required = set(schema.get("required") or [])
+            members = [(f"{self.key(key)} {self.value(item, depth + 1)}", key in required)
+                       for key, item in properties.items()]
+            return self._rule(f'"{{" {self._members(members, self.separator)} "}}"')
+        raise _Dead(f"argument type {kind!r} is not compiled for {self.dialect}")
