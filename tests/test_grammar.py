@@ -16,7 +16,7 @@ import pytest
 
 import response_templates as rt
 from response_templates.integrations.grammar import patterns, planning
-from response_templates.integrations.grammar import GrammarError, structural_tag
+from response_templates.integrations.grammar import GrammarError, explain, structural_tag
 
 xgr = pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install response-templates[grammar])")
 np = pytest.importorskip("numpy")
@@ -485,21 +485,28 @@ def test_a_plain_opener_compiles_for_forced_calls_whose_arguments_parse_back(nam
     for choice in ("auto", "none"):
         with pytest.raises(GrammarError, match="too plain"):
             structural_tag(name, FLAT_TOOLS, tool_choice=choice)
-    # its closer `}` also ends a call where nested arguments close before a line break, which JSON whitespace may
-    # hold: tools with object arguments are refused, flat ones compile
-    with pytest.raises(GrammarError, match="line breaks between tokens"):
-        structural_tag(name, TOOLS, tool_choice="required")
-    schemas = {tool["function"]["name"]: tool["function"]["parameters"] for tool in FLAT_TOOLS}
+    # its closer `}` also ends a call where nested arguments close before a line break: where tools have object
+    # arguments, a call is written on one line (spaces only), and one with a line break there is not admitted
+    nested = structural_tag(name, TOOLS, tool_choice="required")
+    assert "written on one line" in " ".join(explain(name, TOOLS))
+    one_line = '{"name": "search_web", "parameters": {"query": "x", "safe": true, "filters": {"lang": "en"}}}'
+    assert admits(nested, one_line)
+    assert rt.parse_response(one_line, name, prefix="", tools=TOOLS)["tool_calls"][0]["function"]["arguments"] == {
+        "query": "x", "safe": True, "filters": {"lang": "en"}}
+    assert not admits(nested, one_line.replace('"en"}}}', '"en"}\n}}'))
+    assert "written on one line" not in " ".join(explain(name, FLAT_TOOLS))
     rng = random.Random(name)
-    for choice, parallel in MODES[1:4]:
-        tag = structural_tag(name, FLAT_TOOLS, prefix="", tool_choice=choice, parallel_tool_calls=parallel)
-        for text in walks(tag, rng, WALKS * 2):
-            calls = rt.parse_response(text, name, prefix="", tools=FLAT_TOOLS).get("tool_calls") or []
-            assert 1 <= len(calls) == opened_calls(tag, text) and (parallel or len(calls) == 1), text
-            for call in calls:
-                if isinstance(choice, dict):
-                    assert call["function"]["name"] == choice["function"]["name"], text
-                jsonschema.validate(call["function"]["arguments"], schemas[call["function"]["name"]])
+    for tools in (FLAT_TOOLS, TOOLS):
+        schemas = {tool["function"]["name"]: tool["function"]["parameters"] for tool in tools}
+        for choice, parallel in MODES[1:4]:
+            tag = structural_tag(name, tools, prefix="", tool_choice=choice, parallel_tool_calls=parallel)
+            for text in walks(tag, rng, WALKS * 2):
+                calls = rt.parse_response(text, name, prefix="", tools=tools).get("tool_calls") or []
+                assert 1 <= len(calls) == opened_calls(tag, text) and (parallel or len(calls) == 1), text
+                for call in calls:
+                    if isinstance(choice, dict):
+                        assert call["function"]["name"] == choice["function"]["name"], text
+                    jsonschema.validate(call["function"]["arguments"], schemas[call["function"]["name"]])
 
 
 @pytest.mark.parametrize("name, begin, end", [
@@ -622,6 +629,32 @@ def test_a_grammar_does_not_depend_on_the_grammars_compiled_before_it():
     planning._string_excludes_spelled.cache_clear()
     structural_tag("hunyuan3", TOOLS, prefix=preview)
     assert structural_tag("hunyuan3", TOOLS, prefix=opensource) == alone
+
+
+def test_a_closer_spelled_across_whitespace_is_kept_out_of_strings_in_every_spacing():
+    # Llama's closer `(?<=\})\s*\}` ends a call inside a string at `} }B` as at `}}B` (the parser then fails on
+    # the rest): no spacing of it may stand in an argument string
+    tag = structural_tag("llama3.1", WEATHER, tool_choice="required")
+
+    def call(city):
+        return '{"name": "get_weather", "parameters": {"city": "%s"}}' % city
+
+    for city in ("a}}B", "a} }B", "a}   }B"):
+        with pytest.raises(ValueError):
+            rt.parse_response(call(city), "llama3.1", prefix="", tools=WEATHER)
+        assert not admits(tag, call(city)), city
+    for city in ("a} b", "{x} y"):
+        assert admits(tag, call(city)), city
+        assert rt.parse_response(call(city), "llama3.1", prefix="", tools=WEATHER)["tool_calls"][0]["function"][
+            "arguments"] == {"city": city}
+    # Phi-4-mini's opener `functools\s*\[` opens a call from free text in any spacing: free text under "auto" holds
+    # neither `functools[` nor the word followed by whitespace
+    auto = structural_tag("phi-4-mini", WEATHER)
+    for spacing in ("", " ", "\n  "):
+        text = f'Sure. functools{spacing}[{{"name": "get_weather", "parameters": {{"city": "x"}}}}]'
+        assert rt.parse_response(text, "phi-4-mini", prefix="", tools=WEATHER).get("tool_calls"), spacing
+        assert not admits(auto, text), spacing
+    assert admits(auto, "I like functools.")
 
 
 def test_an_optional_part_the_parser_reads_otherwise_is_not_admitted():

@@ -49,7 +49,8 @@ def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
               + [opener for opener, _ in plan.wrappers]
               + [trigger for _, _, trigger in plan.messages])
     # (nor the pieces of a marker free text may hold: `<|sep|>` of Kimi K3's `<|open|>response<|sep|>`)
-    found = [marker for marker in plan.markers if not any(_runs_into(marker, begin) for begin in begins if begin)
+    found = [marker for marker in [*plan.markers, *plan.spaced_markers]
+             if not any(_runs_into(marker, begin) for begin in begins if begin)
              and not any(marker in free for free in plan.free_markers)]
     return found + [text for text in [*extra, *plan.plain_starts] if text and text not in found]
 

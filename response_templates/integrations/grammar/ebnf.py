@@ -29,8 +29,12 @@ def quoted(text: str) -> str:
 
 def _class(chars: set) -> str:
     """An EBNF character class matching any character but `chars`."""
-    special = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return "[^" + "".join(special.get(char, "\\" + char if char in "\\]^-[" else char) for char in sorted(chars)) + "]"
+    def escaped(char: str) -> str:
+        if ord(char) < 32:  # (control characters by their code)
+            return f"\\x{ord(char):02x}"
+        return "\\" + char if char in "\\]^-[" else char
+
+    return "[^" + "".join(escaped(char) for char in sorted(chars)) + "]"
 
 
 @dataclass(frozen=True)
@@ -79,15 +83,18 @@ class EbnfRules:
         self.rules[name] = body
         return name
 
-    def text_without(self, markers: list, before: str) -> str:
+    def text_without(self, markers: list, before: str, escape: str = "") -> str:
         """A rule for any text that holds none of `markers`, nor one that would start in it and end in `before`
         (the text that follows it): one rule per state of the search for the markers (the longest end of the text
-        read so far that starts a marker)."""
+        read so far that starts a marker). `escape`, a rule for an escape sequence (JSON's `\\n`), which holds no
+        marker and starts the search afresh."""
         states = _marker_search(tuple(sorted(set(markers))), before)
         names = {state.text: f"{self.prefix}_{len(self.rules)}_{at}" for at, state in enumerate(states)}
         for state in states:
             choices = ['""'] if state.may_end else []
             choices.append(f"{_class(state.leaving)} {names['']}")
+            if escape:
+                choices.append(f"{escape} {names['']}")
             choices += [f"{quoted(char)} {names[after]}" for char, after in state.moves]
             self.rules[names[state.text]] = " | ".join(choices)
         return names[""]

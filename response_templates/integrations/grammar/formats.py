@@ -25,6 +25,7 @@ from .patterns import (
     _writes_nothing,
 )
 from .delimited_json import DelimitedJsonRules, write_delimited
+from .spaced_json import SpacedJsonRules
 from .python_calls import PythonCallRules, call_list_grammar, python_call
 
 
@@ -72,6 +73,22 @@ def _ws(size: int, chars: str = " \t\r\n", most: int = -1) -> dict:
     escaped = chars.replace("\t", "\\t").replace("\r", "\\r").replace("\n", "\\n")
     upper = _WS_MAX if most < 0 else min(most, _WS_MAX)
     return {"type": "regex", "pattern": f"[{escaped}]{{{size},{max(size, upper)}}}"}
+
+
+_WS_CLASS = _re.compile(r"\[((?:\\[trn]| )+)\](\{\d+,\d+\})")
+
+
+def _on_one_line(node: Any) -> Any:
+    """`node` with its runs of whitespace (_ws) holding spaces and tabs only."""
+    if isinstance(node, list):
+        return [_on_one_line(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    found = _WS_CLASS.fullmatch(node.get("pattern", "")) if node.get("type") == "regex" else None
+    if found:
+        kept = "".join(char for char in ("\\t", " ") if char in found.group(1))
+        return {**node, "pattern": f"[{kept or ' '}]{found.group(2)}"}
+    return {key: _on_one_line(value) for key, value in node.items()}
 
 
 def _free_text(excludes: list) -> dict:
@@ -208,10 +225,11 @@ def _finite_numbers(schema: Any) -> Any:
     return out
 
 
-def _json_body(schema: dict, args: dict, markers: list, seed: str = "") -> tuple:
-    """JSON content: the format, and (style) how a value is written: "json", "gemma" (Gemma 4's unquoted keys and
-    `<|"|>` strings, xgrammar's own style) or the pair of string delimiters of other JSON with bare keys
-    (FunctionGemma's `<escape>`, through an EBNF grammar; `seed` names its rules)."""
+def _json_body(schema: dict, args: dict, markers: list, seed: str = "", one_line: bool = False) -> tuple:
+    """JSON content: the format, and (style) how a value is written: "json", "json-one-line" (`one_line`: no line
+    break between tokens, through an EBNF grammar), "gemma" (Gemma 4's unquoted keys and `<|"|>` strings,
+    xgrammar's own style) or the pair of string delimiters of other JSON with bare keys (FunctionGemma's `<escape>`,
+    through an EBNF grammar). `seed` names an EBNF grammar's rules."""
     style: Any = "json"
     unquoted = bool(args.get("unquoted_keys"))
     delims = [tuple(pair) for pair in args.get("string_delims") or []]
@@ -224,13 +242,15 @@ def _json_body(schema: dict, args: dict, markers: list, seed: str = "") -> tuple
         else:
             raise _Dead("JSON with several string delimiters, or with delimited strings but quoted keys, is not "
                         "supported")
+    elif one_line:
+        return {"type": "grammar", "grammar": SpacedJsonRules(seed, schema, markers).grammar()}, "json-one-line"
     body = {"type": "json_schema", "json_schema": _finite_numbers(schema), "style": style, "excludes": list(markers),
             "max_whitespace_cnt": _JSON_WS_MAX}
     return body, style
 
 
 def _write_json(value: Any, style: str) -> str:
-    if style == "json":
+    if style in ("json", "json-one-line"):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(style, tuple):
         return write_delimited(value, style)
@@ -515,11 +535,12 @@ def _opener(field_spec: dict) -> tuple:
 
 
 def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, closing: int = 0,
-               string_excludes: list | None = None) -> _CallForm:
+               string_excludes: list | None = None, one_line: bool = False) -> _CallForm:
     """How a call of the tool is written. `closing`: which writing of the closer (in the template's order; the
     planner tries the next one when calls written with one do not parse back: Apertus's `}` needs another call
     after it, its `}]<|tools_suffix|>` does not). Raises IndexError past the last. `string_excludes`: what
-    argument strings may not hold (the markers, unless the planner found which of them the parser reads there)."""
+    argument strings may not hold (the markers, unless the planner found which of them the parser reads there).
+    `one_line`: JSON arguments hold no line break (the planner's choice where one would end a call early)."""
     in_strings = markers if string_excludes is None else string_excludes
     open_spec = _delimiter_spec(field_spec, "open", "open_pattern")
     try:
@@ -602,7 +623,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
                 return _json_body({**listed, **({} if parallel else {"maxItems": 1})}, args, in_strings)[0]
 
             schema = {"type": "array", "items": item, "minItems": 1}
-        body, style = _json_body(schema, args, in_strings, name)
+        body, style = _json_body(schema, args, in_strings, name, one_line and not each)
         body_elements = [_ws(0), body, _ws(0)]
         if keys is not None and not each and style == "json":
             # the call object's keys in the other order too (Inkling's chat template writes "args" before "name"),
@@ -662,12 +683,17 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     for piece in closer[:last]:
         if piece.kind == "opt":
             optional.append((optional_elements[id(piece)], writer(open_text, _split(closer[:last], None, piece)[2])))
+    if content == "json" and style == "json-one-line":
+        # (the whole call on one line: the closer's whitespace after nested arguments could end it early too)
+        open_formats, body_elements, close_formats = (
+            _on_one_line(open_formats), _on_one_line(body_elements), _on_one_line(close_formats))
     form = _CallForm(name, begin, open_formats + body_elements + close_formats, end, writer(open_text, close_text),
                      optional)
-    if content == "json" and style == "json":
-        form.write_laid_out = lambda arguments: (begin + open_text[len(begin):] + write_body(arguments, True)
-                                                 + close_text + end)
-        if keys is not None and not each:
+    if content == "json" and style in ("json", "json-one-line"):
+        # (on one line, the most whitespace the grammar allows is the canonical writing's)
+        form.write_laid_out = lambda arguments: (begin + open_text[len(begin):]
+                                                 + write_body(arguments, style == "json") + close_text + end)
+        if keys is not None and not each and style == "json":
             choice = body_elements[1]
             form.variants.append(([(choice, choice["elements"][1])], lambda arguments: (
                 begin + open_text[len(begin):] + _write_json({keys[1]: arguments, keys[0]: name}, style)

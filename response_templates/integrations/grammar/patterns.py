@@ -440,11 +440,12 @@ def _answer_starts(pattern: str) -> list | None:
     return None
 
 
-def _literal_runs(pattern: str, spellings: bool = True) -> list:
+def _literal_runs(pattern: str, spellings: bool = True, mark_spaces: bool = False) -> list:
     """Every maximal run of literal text anywhere in the pattern (all alternatives). Optional whitespace and
     lookarounds do not break a run: `(?<=\\})\\s*\\]` spells `}]`, text that closes a region wherever it is.
     With `spellings`, a few literal spellings do not break one either (`s?`: both runs); the pieces between them
-    are runs too (`invoke>` of `</｜DSML｜ ?invoke>` stays a marker)."""
+    are runs too (`invoke>` of `</｜DSML｜ ?invoke>` stays a marker). With `mark_spaces`, a run that goes on across
+    optional whitespace is also given with _SPACES where the whitespace may stand (see _spaced_runs)."""
     try:
         parsed, _ = _parse_pattern(pattern)
     except _Dead:
@@ -469,7 +470,8 @@ def _literal_runs(pattern: str, spellings: bool = True) -> list:
                 continue
             if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and av[0] == 0 and _space_chars(av[2]):
                 runs.extend(active)
-                active = active + [""]
+                spaced = [run + _SPACES for run in active if run and mark_spaces and _SPACES not in run]
+                active = active + spaced + [""]
                 continue
             if op is _sre.AT:
                 continue
@@ -493,6 +495,32 @@ def _literal_runs(pattern: str, spellings: bool = True) -> list:
     runs.extend(visit(list(parsed), [""]))
     found = [run for run in runs if run]
     return found + [run for run in _literal_runs(pattern, False) if run not in found] if spellings else found
+
+
+# Where a marker's literal run goes on across optional whitespace (_literal_runs with mark_spaces).
+_SPACES = "\x00"
+_WHITESPACE = (" ", "\t", "\n", "\r")
+
+
+def _spaced_runs(pattern: str) -> list:
+    """The runs of literal text the pattern spells across optional whitespace, as (before, after) pairs: Llama's
+    closer `(?<=\\})\\s*\\}` is `}}` but also `} }`, `}\\n\\n}`..."""
+    pairs = []
+    for run in _literal_runs(pattern, False, mark_spaces=True):
+        before, _, after = run.partition(_SPACES)
+        if before.strip() and after.strip() and (before, after) not in pairs:
+            pairs.append((before, after))
+    return pairs
+
+
+def _spaced_spellings(before: str, after: str) -> list:
+    """Texts that any text holding `before`, whitespace and `after` holds: `before` and a whitespace character
+    where `before` is the longer piece (`functools` of Phi-4-mini's `functools\\s*\\[`); else one whitespace
+    character between them, or any two before `after` (more hold two: Llama's `}` `}`)."""
+    if len(before.strip()) > len(after.strip()):
+        return [before + space for space in _WHITESPACE]
+    return ([before + space + after for space in _WHITESPACE]
+            + [first + second + after for first in _WHITESPACE for second in _WHITESPACE])
 
 
 def _markers(source: dict) -> list:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,8 @@ from .patterns import (
     _markers,
     _Piece,
     _skeletons,
+    _spaced_runs,
+    _spaced_spellings,
 )
 
 
@@ -86,6 +89,10 @@ class _Plan:
     # the answer may start with the reasoning block's closer alone, which the parser drops (MiniMax M3 skips its
     # reasoning so after the adaptive prompt)
     lone_reasoning_close: bool = False
+    # JSON arguments are written with no line break between tokens: one would end a call early (Llama's `}` `}`)
+    one_line: bool = False
+    # the markers the calls' opener and closer spell across optional whitespace, in every spacing (_spaced_markers)
+    spaced_markers: list = field(default_factory=list)
 
 
 def _probe(template: CompiledTemplate, text: str, prefix: str, tools: list | None = None) -> dict | None:
@@ -288,11 +295,21 @@ def _string_excludes_spelled(source_json: str, closing: int, _spelling: str, _sp
     for marker in after_brace:
         if marker not in excludes:
             excludes += ["}" + marker, "} " + marker, "  " + marker]
+    # a marker kept out that the calls' closer spells across optional whitespace is kept out in every spacing
+    # (Llama's `(?<=\\})\\s*\\}` ends a call at `} }` too), unless a piece of it is kept out anyway
+    for before, after in _spaced_runs(spec.get("close_pattern") or ""):
+        if before + after in excludes and not any(
+                kept != before + after and (kept in before or kept in after) for kept in excludes):
+            excludes += _spaced_spellings(before, after)
     return list(dict.fromkeys(excludes))
 
 
 class _NoParseBack(GrammarError):
     """Calls written the canonical way do not parse back: another writing of the closer may."""
+
+
+class _LineBreaksEndCalls(_NoParseBack):
+    """Calls whose JSON arguments hold line breaks between tokens do not parse back: JSON on one line may."""
 
 
 # How many writings of a call's closer the planner tries (the template's order) before it gives up.
@@ -305,20 +322,26 @@ def _plan(template: Any, tools: Any, prefix: str) -> _Plan:
     last_failure = None
     spelling = PROMPT.set(prefix)  # (markers are written as the prompt spells them)
     try:
-        for closing in range(_CLOSINGS_TRIED):
-            try:
-                return _plan_closing(template, tools, prefix, closing)
-            except IndexError:
+        for one_line in (False, True):
+            line_breaks_failed = False
+            for closing in range(_CLOSINGS_TRIED):
+                try:
+                    return _plan_closing(template, tools, prefix, closing, one_line)
+                except IndexError:
+                    break
+                except _NoParseBack as failure:
+                    # (the last writing tried got furthest: Llama's `};` fails before its `}`)
+                    last_failure = failure
+                    line_breaks_failed |= isinstance(failure, _LineBreaksEndCalls)
+            if not line_breaks_failed:
                 break
-            except _NoParseBack as failure:
-                last_failure = failure  # (the last writing tried got furthest: Llama's `};` fails before its `}`)
     finally:
         PROMPT.reset(spelling)
     assert last_failure is not None
     raise GrammarError(str(last_failure))
 
 
-def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan:
+def _plan_closing(template: Any, tools: Any, prefix: str, closing: int, one_line: bool = False) -> _Plan:
     if isinstance(template, str):
         from ...library import get_template
 
@@ -337,11 +360,15 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
             raise GrammarError("the template has no tool_calls field: it cannot write a tool call")
         for name, parameters in tool_list:
             try:
-                calls[name] = _call_form(spec, name, parameters, markers, closing, in_strings)
+                calls[name] = _call_form(spec, name, parameters, markers, closing, in_strings, one_line)
             except _Dead as dead:
                 raise GrammarError(f"tool_calls of this template cannot be compiled: {dead}") from None
     triggers = _triggers_of(calls)
     plan = _Plan(compiled, prefix, tool_list, calls, triggers, markers, reasoning_open, reasoning_tag, "\n")
+    plan.one_line = one_line and any(form.write_laid_out is not None for form in calls.values())
+    if plan.one_line:
+        plan.notes.append("JSON arguments are written on one line: a line break between their tokens would end a "
+                          "call early")
     plan.plain_opener = _plain_opener(spec, triggers)
     if calls and any(form.begin for form in calls.values()):
         _, plan.plain_starts, lead = _opener(spec)
@@ -351,6 +378,7 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int) -> _Plan
         if lead is not None and _drops_bare_text(compiled, prefix, after_reasoning):
             plan.lead = lead
     if calls:
+        plan.spaced_markers = _spaced_markers(spec, [*markers, *plan.plain_starts])
         plan.content_open = _content_open(plan)
         _self_check(plan)
         if plan.plain_opener is not None:
@@ -433,6 +461,20 @@ def _reasoning_enders(plan: _Plan) -> list:
                for space in ("", "\n\n") for text, read, content in tries):
             enders.append(begin)
     return enders
+
+
+_WORD = re.compile(r"[A-Za-z_][\w.]*")
+
+
+def _spaced_markers(spec: dict, markers: list) -> list:
+    """A marker the calls' opener spells from a plain word across optional whitespace (Phi-4-mini's
+    `functools\\s*\\[`), in every spacing: free text keeps out `functools [` as it keeps out `functools[`."""
+    spaced: list = []
+    pattern = spec.get("open_pattern")
+    for before, after in _spaced_runs(pattern) if isinstance(pattern, str) else []:
+        if (before + after).strip() in markers and _WORD.fullmatch(before):
+            spaced += [text for text in _spaced_spellings(before, after) if text not in spaced]
+    return spaced
 
 
 def _calls_only_at_start(plan: _Plan, spec: dict) -> list:
@@ -522,7 +564,7 @@ def _other_spelling(plan: _Plan, spec: dict, closing: int, in_strings: list | No
     canonical ones and parse back too, the plan admits them beside the canonical calls, with their own triggers."""
     spelling = SPELL_ALL.set(True)
     try:
-        spelled = {name: _call_form(spec, name, parameters, plan.markers, closing, in_strings)
+        spelled = {name: _call_form(spec, name, parameters, plan.markers, closing, in_strings, plan.one_line)
                    for name, parameters in plan.tools}
     except (_Dead, IndexError):
         return
@@ -935,7 +977,7 @@ def _self_check(plan: _Plan) -> None:
             for written, wanted in texts:
                 message = _read(plan, lead + written)
                 if _calls_read(message) != wanted:
-                    raise _NoParseBack(
+                    raise _LineBreaksEndCalls(
                         "calls whose JSON arguments hold line breaks between tokens (whitespace the grammar allows) "
                         f"do not parse back: {written[:160]!r} gives {_calls_read(message) if message else 'a parse error'}")
     # an optional part (or another writing: the call object's keys in the other order) stays allowed only where a
