@@ -49,26 +49,10 @@ class DelimitedJsonRules(ValueRules):
         self.delimiters = delimiters
         self.ends = [text for text in [*markers, delimiters[1]] if text]
         text = self.text_without(self.ends, delimiters[1])
-        self.string = self._rule(f"{quoted(delimiters[0])} {text} {quoted(delimiters[1])}")
-        self.integer = self._rule('"-"? ("0" | [1-9] [0-9]*)')
-        # (an exponent of two digits at most: a number past a float's range would read as infinity)
-        self.number = self._rule(f'{self.integer} ("." [0-9]+)? ([eE] [+\\-]? [0-9] [0-9]?)?')
-        self.separator = self._rule('"," " "?')
-        self.any_value = self._rule("")  # filled below: values hold values
         key = self._rule('[A-Za-z_] [A-Za-z0-9_]*')
-        self.any_object = self._rule(
-            f'"{{" ({key} ":" {self.any_value} ({self.separator} {key} ":" {self.any_value})*)? "}}"')
-        constants = " | ".join(spelling for spelling, _ in _CONSTANTS.values())
-        self.rules[self.any_value] = (
-            f'{self.string} | {self.number} | {constants} '
-            f'| "[" ({self.any_value} ({self.separator} {self.any_value})*)? "]" | {self.any_object}')
-        self.scalars = {"string": self.string, "integer": self.integer, "number": self.number,
-                        "boolean": f"({_CONSTANTS[True][0]} | {_CONSTANTS[False][0]})",
-                        "null": f"({_CONSTANTS[None][0]})"}
+        string = self._rule(f"{quoted(delimiters[0])} {text} {quoted(delimiters[1])}")
+        self._json_values(string, f'{key} ":"', tuple(spelling for spelling, _ in _CONSTANTS.values()))
         self.root = self.value(schema, 0)
-
-    def grammar(self) -> str:
-        return "\n".join([f"root ::= {self.root}"] + [f"{name} ::= {body}" for name, body in self.rules.items()])
 
     def constant(self, value: Any) -> str:
         if isinstance(value, (bool, type(None))):

@@ -120,7 +120,7 @@ class ValueRules(EbnfRules):
 
     dialect = ""
     separator = '","'
-    any_value = any_object = ""
+    any_value = any_object = root = ""
     scalars: dict[str, str] = {}
 
     def constant(self, value: Any) -> str:
@@ -128,6 +128,28 @@ class ValueRules(EbnfRules):
 
     def key(self, key: str) -> str:
         raise NotImplementedError
+
+    def _json_values(self, string: str, object_key: str, constants: tuple) -> None:
+        """The rules of the JSON-like dialects: `string`, the rule of a string; `object_key`, how a key and its colon
+        are written in an object of any members; `constants`, how true, false and null are written."""
+        self.string = string
+        self.integer = self._rule('"-"? ("0" | [1-9] [0-9]*)')
+        # (an exponent of two digits at most: a number past a float's range would read as infinity)
+        self.number = self._rule(f'{self.integer} ("." [0-9]+)? ([eE] [+\\-]? [0-9] [0-9]?)?')
+        self.separator = self._rule('"," " "?')
+        self.any_value = self._rule("")  # filled below: values hold values
+        member = f"{object_key} {self.any_value}"
+        self.any_object = self._rule(f'"{{" ({member} ({self.separator} {member})*)? "}}"')
+        true, false, null = constants
+        self.rules[self.any_value] = (
+            f'{string} | {self.number} | {true} | {false} | {null} '
+            f'| "[" ({self.any_value} ({self.separator} {self.any_value})*)? "]" | {self.any_object}')
+        self.scalars = {"string": string, "integer": self.integer, "number": self.number,
+                        "boolean": f"({true} | {false})", "null": f"({null})"}
+
+    def grammar(self) -> str:
+        """The grammar of the value (`root`, set by a subclass), with every rule made so far."""
+        return "\n".join([f"root ::= {self.root}"] + [f"{name} ::= {body}" for name, body in self.rules.items()])
 
     def value(self, schema: Any, depth: int) -> str:
         if depth > MAX_DEPTH:

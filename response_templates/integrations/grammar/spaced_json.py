@@ -25,23 +25,9 @@ class SpacedJsonRules(ValueRules):
         self.markers = [text for text in markers if text]
         escape = self._rule('"\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])')
         text = self.text_without(self.markers + _RAW_EXCLUDED, '"', escape)
-        self.string = self._rule(f'"\\"" {text} "\\""')
-        self.integer = self._rule('"-"? ("0" | [1-9] [0-9]*)')
-        # (an exponent of two digits at most: a number past a float's range would read as infinity)
-        self.number = self._rule(f'{self.integer} ("." [0-9]+)? ([eE] [+\\-]? [0-9] [0-9]?)?')
-        self.separator = self._rule('"," " "?')
-        self.any_value = self._rule("")  # filled below: values hold values
-        self.any_object = self._rule(f'"{{" ({self.string} ":" " "? {self.any_value} '
-                                     f'({self.separator} {self.string} ":" " "? {self.any_value})*)? "}}"')
-        self.rules[self.any_value] = (
-            f'{self.string} | {self.number} | "true" | "false" | "null" '
-            f'| "[" ({self.any_value} ({self.separator} {self.any_value})*)? "]" | {self.any_object}')
-        self.scalars = {"string": self.string, "integer": self.integer, "number": self.number,
-                        "boolean": '("true" | "false")', "null": '"null"'}
+        string = self._rule(f'"\\"" {text} "\\""')
+        self._json_values(string, f'{string} ":" " "?', ('"true"', '"false"', '"null"'))
         self.root = self.value(schema, 0)
-
-    def grammar(self) -> str:
-        return "\n".join([f"root ::= {self.root}"] + [f"{name} ::= {body}" for name, body in self.rules.items()])
 
     def constant(self, value: Any) -> str:
         written = json.dumps(value, ensure_ascii=False)
