@@ -190,10 +190,12 @@ def opened_calls(tag, text, sections=()):
     """How many calls the grammar opened in `text`: its call begins, which free text and arguments cannot hold,
     each followed by that call's end (a begin may also start markup inside a call: `<｜DSML｜` of a parameter).
     `sections`: the markers (openers and closers) of sections around calls; their calls are counted inside them, and
-    a section marker that starts like a call (MiniMax M3's namespace token starts both) opens none. A tag holding a
-    JSON list of calls (Mistral v3's `[TOOL_CALLS][...]`) opens as many calls as the list has items."""
+    a section marker that starts like a call (MiniMax M3's namespace token starts both) opens none, nor does a content
+    message that opens like one (gpt-oss's commentary preamble). A tag holding a JSON list of calls (Mistral v3's
+    `[TOOL_CALLS][...]`) opens as many calls as the list has items."""
     pairs = set()
     lists = set()
+    messages = set()  # the begins of content messages, which may start like a call (gpt-oss's preamble)
     # what a call's body holds that may spell its end inside (argument strings may hold markers the parser reads as
     # text there): its parameter tags, skipped whole, and whether its body is plain JSON, skipped as one value
     inner = {}
@@ -231,7 +233,8 @@ def opened_calls(tag, text, sections=()):
             if node.get("type") in ("triggered_tags", "tags_with_separator"):
                 for tag_node in node["tags"]:
                     if tag_node["content"].get("type") == "any_text":
-                        continue  # a content message (gpt-oss's final channel), not a call
+                        messages.add(tag_node["begin"])  # a content message (gpt-oss's final channel), not a call
+                        continue
                     if tag_node["begin"] in sections:
                         visit(tag_node["content"])  # a section around calls: count the calls in it
                     else:
@@ -260,6 +263,10 @@ def opened_calls(tag, text, sections=()):
         section = next((opener for opener in sections if text.startswith(opener, index)), None)
         if section:  # a section marker that starts like a call (DSML's `<｜DSML｜tool_calls>`) is no call
             at = index + len(section)
+            continue
+        message = next((opener for opener in messages if opener != begin and text.startswith(opener, index)), None)
+        if message:  # nor a message that opens like one (gpt-oss's `<|channel|>commentary<|message|>` preamble)
+            at = index + len(message)
             continue
         after = index + len(begin)
         if (begin, end) in lists:  # one region, as many calls as its list has items
@@ -706,6 +713,29 @@ def test_harmony_calls_open_with_the_channel_marker_and_free_text_cannot_name_th
         "arguments"] == {"city": "Paris"}
 
 
+def test_a_preamble_that_opens_like_a_call_is_admitted_before_calls_under_auto():
+    # gpt-oss writes a commentary message before its calls (`<|channel|>commentary<|message|>`...`<|end|>`), which
+    # shares the calls' trigger: it is its own tag there, read as content, and opens no call
+    case = next(case for case in corpus("gpt-oss")["cases"] if case["name"] == "preamble_then_two_calls")
+    output = end_of_turn("gpt-oss", case["output"], case["prefix"], case["tools"])
+    assert "<|channel|>commentary<|message|>" in output
+    assert admits(structural_tag("gpt-oss", case["tools"], prefix=case["prefix"]), output)
+    assert rt.parse_response(output, "gpt-oss", prefix=case["prefix"], tools=case["tools"]) == case["expected"]
+    tag = structural_tag("gpt-oss", WEATHER, prefix="")
+    preamble = "<|channel|>commentary<|message|>Checking.<|end|>"
+    call = ('<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>'
+            '{"city": "Paris"}<|call|>')
+    assert admits(tag, preamble + call)
+    message = rt.parse_response(preamble + call, "gpt-oss", prefix="", tools=WEATHER)
+    assert message["content"] == "Checking." and len(message["tool_calls"]) == 1
+    # the preamble's text holds no marker: a call's header inside it would be read as the call's
+    assert not admits(tag, "<|channel|>commentary<|message|>Checking <|channel|>commentary to=functions.get_weather"
+                           '<|message|>{"city": "Paris"}<|call|>')
+    # only under "auto": "required" writes the calls, "none" the final message
+    assert not admits(structural_tag("gpt-oss", WEATHER, prefix="", tool_choice="required"), preamble + call)
+    assert not admits(structural_tag("gpt-oss", WEATHER, prefix="", tool_choice="none"), preamble)
+
+
 @pytest.mark.parametrize("name, case_name", [
     ("apriel_thinker", "v16_reasoning_then_single_call"),  # `[BEGIN FINAL RESPONSE]` opens the answer
     ("ernie4.5_thinking", "response_then_parallel_calls"),  # `<response>`...`</response>` around the text
@@ -1003,7 +1033,7 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
 # (298 of 409 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 311
+ADMITTED_FLOOR = 312
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -111,10 +111,12 @@ def _reasoning_part(plan: _Plan) -> list:
     return []
 
 
-def _messages_of(plan: _Plan) -> list:
-    """The answer as a message, where text outside messages is dropped (gpt-oss's final channel)."""
+def _messages_of(plan: _Plan, preambles: bool = False) -> list:
+    """The answer as a message, where text outside messages is dropped (gpt-oss's final channel); `preambles`: and
+    the messages written before calls (gpt-oss's commentary channel)."""
+    openers = [(opener, ends) for opener, ends, _ in plan.messages] + (plan.preambles if preambles else [])
     return [{"type": "tag", "begin": opener, "end": ends if len(ends) > 1 else ends[0],
-             "content": _free_text([m for m in plan.markers if m not in ends])} for opener, ends, _ in plan.messages]
+             "content": _free_text([m for m in plan.markers if m not in ends])} for opener, ends in openers]
 
 
 def _text_answer(plan: _Plan) -> list:
@@ -148,7 +150,7 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
             region, _free_text(_excludes(plan, plan.triggers))]}}]
     tags = _call_and_section_tags(plan, names, parallel)
     return [{"type": "triggered_tags", "triggers": _section_triggers(plan) + [trigger for _, _, trigger in plan.messages],
-             "tags": tags + _messages_of(plan), "at_least_one": False,
+             "tags": tags + _messages_of(plan, preambles=True), "at_least_one": False,
              "stop_after_first": not parallel or _one_region(plan), "excludes": _excludes(plan)}]
 
 

@@ -67,6 +67,9 @@ class _Plan:
     # content messages opened by their own marker, in a format that drops text outside messages:
     # (open, [closes], what free text writes to open one)
     messages: list = field(default_factory=list)
+    # content messages that open like a call, before calls (gpt-oss's commentary preamble): [(open, [closes])],
+    # each a tag under the call's trigger, admitted under "auto"
+    preambles: list = field(default_factory=list)
     # the calls written in the template's other spelling (every optional spelling inside a marker written: DeepSeek
     # V4.1's `<｜DSML｜ invoke`), each tool name -> _CallForm, where the prompt does not choose one and calls written
     # so parse back: the grammar admits either spelling
@@ -410,6 +413,9 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int, one_line
         opener, ends, _ = plan.messages[0]
         plan.notes.append(f"text outside messages is dropped: under \"auto\" and \"none\" the answer is a "
                           f"{opener!r}...{' or '.join(map(repr, ends))} message")
+    if plan.preambles:
+        plan.notes.append("a message before calls may open like a call: "
+                          + ", ".join(f"{opener!r}...{' or '.join(map(repr, ends))}" for opener, ends in plan.preambles))
     if like_calls:
         plan.notes.append(f"a message that opens like a call ({', '.join(map(repr, like_calls))}) cannot be written")
     header = plan.separator if plan.separator != "\n" else plan.lead.sample if plan.lead is not None else None
@@ -619,6 +625,9 @@ def _messages(plan: _Plan) -> tuple:
                      and reads(one + opener + "Answer." + close, wanted))]
         if ends:
             like_calls = [other for other in opens if other and any(_overlaps(other, t) for t in plan.triggers)]
+            plan.preambles = [(other, other_ends) for other in like_calls
+                              if (other_ends := _preamble_ends(plan, other, closes))]
+            like_calls = [other for other in like_calls if other not in dict(plan.preambles)]
             trigger = _message_trigger(opener, plan.markers)
             others = plan.triggers + [wrapper for wrapper, _ in plan.wrappers]
             if any(other.startswith(trigger) or trigger.startswith(other) for other in others):
@@ -627,6 +636,27 @@ def _messages(plan: _Plan) -> tuple:
                 trigger = opener
             return [(opener, ends, trigger)], like_calls
     return [], []
+
+
+def _preamble_ends(plan: _Plan, opener: str, closes: list) -> list:
+    """The closes of a content message that opens like a call (gpt-oss's `<|channel|>commentary<|message|>`
+    preamble, which shares the call's trigger), where the message before a call (right after it, and after the
+    header calls may start with) reads as its text beside exactly the call: written as its own tag under that
+    trigger. None where the opener does not start with a call's trigger (the tag could not be told from a call's
+    until past the trigger)."""
+    if not plan.calls or not any(opener.startswith(trigger) and opener != trigger for trigger in plan.triggers):
+        return []
+    lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
+    _, one, wanted = _first_call(plan)
+    betweens = ["", plan.lead.sample] if plan.lead is not None else [""]
+
+    def reads(text: str) -> bool:
+        message = _read(plan, lead + text)
+        return (message is not None and message.get("content") == "Preamble." and _calls_read(message) == wanted
+                and not (message.get("reasoning_content") and not lead))
+
+    return [close for close in closes if close and not _plain(close)
+            and all(reads(opener + "Preamble." + close + between + one) for between in betweens)]
 
 
 def _wrappers(plan: _Plan) -> list:
