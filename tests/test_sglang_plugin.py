@@ -636,7 +636,7 @@ def test_requests_the_constraint_cannot_serve(monkeypatch):
     constrained at all."""
     _xgrammar_or_skip()
     for template_name, serving, why in (
-            ("minimax_m1", {}, "the model's tool calls cannot be constrained: the canonical writing of a call does "
+            ("olmo3", {}, "the model's tool calls cannot be constrained: the canonical writing of a call does "
                                "not parse back"),
             ("qwen3", {"reasoning_parser": "qwen3"}, "the server's reasoning parser is 'qwen3'"),
             ("qwen3", {"grammar_backend": "llguidance"}, "the server's grammar backend is 'llguidance'")):

@@ -16,6 +16,7 @@ from .patterns import (
     _WS_MAX,
     _Dead,
     _delimiter_spec,
+    _literal_runs,
     _merge,
     _parse_pattern,
     _Piece,
@@ -63,6 +64,9 @@ class _CallForm:
     # its canonical text
     json_body: list | None = None
     write_json_body: Callable[[dict], str] | None = None
+    # the region is a block of calls, a call object per line (MiniMax M1's `<tool_calls>`): its list's items are
+    # separated by line breaks, not written as a JSON list
+    block_lines: bool = False
 
 
 def _const(text: str) -> dict:
@@ -534,6 +538,18 @@ def _opener(field_spec: dict) -> tuple:
     return writings[at], list(dict.fromkeys(starts)), lead if lead is not None and lead.kind == "opt" else None
 
 
+def _block_ends(field_spec: dict, opener: list, open_spec: Any, writings: list) -> list:
+    """Where the calls after the first of a block open with no text of their own, each on its own line (MiniMax
+    M1's `<tool_calls>` block of call objects, one per line, whose later openers are lookarounds): the markers that
+    end the block, which the closer looks ahead to after its line break (`</tool_calls>`). Else []."""
+    if (not opener or field_spec.get("content") != "json" or field_spec.get("transform_each")
+            or not _writes_nothing(open_spec) or not writings
+            or [piece.text for piece in writings[0] if piece.kind != "ws"] != ["\n"]):
+        return []
+    runs = _literal_runs(field_spec.get("close_pattern") or "")
+    return list(dict.fromkeys(run[1:] for run in runs if run.startswith("\n") and not _plain(run[1:])))
+
+
 def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, closing: int = 0,
                string_excludes: list | None = None, one_line: bool = False) -> _CallForm:
     """How a call of the tool is written. `closing`: which writing of the closer (in the template's order; the
@@ -565,6 +581,9 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
         # the closer writes nothing: a call ends where the next one opens or where the turn ends (Mistral's
         # `[TOOL_CALLS]name[ARGS]{...}`); the self-check parses calls written so, and the grammar lets no text follow
         writings = [[]] + writings if not opener else writings + [[]]
+    block_ends = _block_ends(field_spec, opener, open_spec, writings)
+    if block_ends:  # (the block's end, after the whitespace the region allows: one region holding the calls)
+        writings = [[_Piece("lit", block_end)] for block_end in block_ends]
     if closing >= len(writings):
         raise IndexError(closing)
     closer = _strip_ws(writings[closing], leading=False)
@@ -623,7 +642,8 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
                 return _json_body({**listed, **({} if parallel else {"maxItems": 1})}, args, in_strings)[0]
 
             schema = {"type": "array", "items": item, "minItems": 1}
-        body, style = _json_body(schema, args, in_strings, name, one_line and not each)
+        # (calls that are lines of a block hold no line break: one would end the call)
+        body, style = _json_body(schema, args, in_strings, name, (one_line or bool(block_ends)) and not each)
         body_elements = [_ws(0), body, _ws(0)]
         if keys is not None and not each and style == "json":
             # the call object's keys in the other order too (Inkling's chat template writes "args" before "name"),
@@ -646,6 +666,24 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
             if laid_out:  # the grammar's JSON whitespace at its worst: a line break around every token
                 return "\n" + _laid_out_json(value) + "\n"
             return _write_json(value, style)
+        if block_ends and keys is not None:
+            # the block is one region holding the calls, a call object per line, the first right after the opener
+            item = schema
+
+            def list_body(items: list, parallel: bool) -> dict:
+                objects = [_json_body(item, args, in_strings, item["properties"][keys[0]]["const"], True)[0]
+                           for item in items]
+                one = objects[0] if len(objects) == 1 else {"type": "or", "elements": objects}
+                if not parallel:
+                    return one
+                more = {"type": "sequence", "elements": [_const("\n"), one]}
+                return {"type": "sequence", "elements": [one, {"type": "repeat", "content": more, "min": 0, "max": -1}]}
+
+            body_elements = [_ws(0), list_body([item], True), _ws(0)]
+
+            def write_items(calls: list, call_id: str | None = None) -> str:
+                assert keys is not None
+                return "\n".join(_write_json({keys[0]: tool, keys[1]: arguments}, style) for tool, arguments in calls)
     elif content == "python-call-list" and each:
         rules = PythonCallRules(name, parameters)
         item = rules
@@ -683,7 +721,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     for piece in closer[:last]:
         if piece.kind == "opt":
             optional.append((optional_elements[id(piece)], writer(open_text, _split(closer[:last], None, piece)[2])))
-    if content == "json" and style == "json-one-line":
+    if content == "json" and style == "json-one-line" and not block_ends:
         # (the whole call on one line: the closer's whitespace after nested arguments could end it early too)
         open_formats, body_elements, close_formats = (
             _on_one_line(open_formats), _on_one_line(body_elements), _on_one_line(close_formats))
@@ -730,6 +768,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
         form.list_region = list_region
         form.write_list_region = lambda calls: begin + open_text[len(begin):] + _write_json(
             [{keys[0]: tool, keys[1]: arguments} for tool, arguments in calls], style) + close_text + end
+    form.block_lines = bool(block_ends)
     if item is not None and write_items is not None:
         form.list_item, form.list_at, form.list_body = item, len(open_formats) + 1, list_body
         form.write_list = lambda calls, call_id=None: (begin + open_text[len(begin):] + write_items(calls, call_id)

@@ -372,6 +372,9 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int, one_line
     if plan.one_line:
         plan.notes.append("JSON arguments are written on one line: a line break between their tokens would end a "
                           "call early")
+    if any(form.block_lines for form in calls.values()):
+        plan.notes.append("the calls are one block, a call object per line (its later calls open with no marker): "
+                          "each call is written on one line")
     plan.plain_opener = _plain_opener(spec, triggers)
     if calls and any(form.begin for form in calls.values()):
         _, plan.plain_starts, lead = _opener(spec)
