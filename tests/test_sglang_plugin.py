@@ -635,17 +635,19 @@ def test_requests_the_constraint_cannot_serve(monkeypatch):
     gets SGLang's JSON form, "auto" with one call at most is refused with the reason; plain "auto" is not
     constrained at all."""
     _xgrammar_or_skip()
-    for template_name, serving, why in (
-            ("olmo3", {}, "the model's tool calls cannot be constrained: the canonical writing of a call does "
-                               "not parse back"),
-            ("qwen3", {"reasoning_parser": "qwen3"}, "the server's reasoning parser is 'qwen3'"),
-            ("qwen3", {"grammar_backend": "llguidance"}, "the server's grammar backend is 'llguidance'")):
-        params, _, result, _ = _render(template_name, "", "required", **serving)
+    mixed = [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"key": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}}}]
+    for template_name, tools, serving, why in (
+            ("minimax_m3", mixed, {}, "the model's tool calls cannot be constrained: tool_calls of this template "
+                                      "cannot be compiled: nested-element values whose schema combines types"),
+            ("qwen3", FORCING_TOOLS, {"reasoning_parser": "qwen3"}, "the server's reasoning parser is 'qwen3'"),
+            ("qwen3", FORCING_TOOLS, {"grammar_backend": "llguidance"}, "the server's grammar backend is 'llguidance'")):
+        params, _, result, _ = _render(template_name, "", "required", tools=tools, **serving)
         assert "structural_tag" not in params and "json_schema" in params, template_name
         assert not result.template_tool_call_grammar
         with pytest.raises(ValueError, match=f"parallel_tool_calls=false with --tool-call-parser "
                                              f"response_templates: {why}"):
-            _render(template_name, "", "auto", parallel=False, **serving)
+            _render(template_name, "", "auto", parallel=False, tools=tools, **serving)
     params, _, result, _ = _render("qwen3", QWEN_PREFIX, "auto")
     assert "structural_tag" not in params and "json_schema" not in params
 

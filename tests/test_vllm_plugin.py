@@ -475,18 +475,20 @@ def test_the_reasoning_parser_tells_vllm_where_the_reasoning_ends():
 
 
 def test_a_template_the_compiler_cannot_express_is_refused_with_the_reason():
-    """OLMo 3's keyword arguments are separated by a comma its parameter tags only look ahead to, which the compiler
-    cannot write, so a forced choice is answered with a validation error (HTTP 400) that says so; "auto" still works,
-    unconstrained.
+    """MiniMax M3 writes arguments as nested elements, which the compiler cannot type where a schema combines types
+    (anyOf), so a forced choice with such a tool is answered with a validation error (HTTP 400) that says so; "auto"
+    still works, unconstrained.
     Llama 3.1 opens a call with a bare `{`: a forced choice is constrained (the calls are the whole answer), but a
     strict tool under "auto", where free text could open calls, is refused."""
     from vllm.exceptions import VLLMValidationError
 
+    mixed = [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"key": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}}}]
     with pytest.raises(VLLMValidationError, match=r"tool_choice=\"required\" with --tool-call-parser "
-                                                  r"response_templates: .*does not parse back") as raised:
-        _adjusted("olmo3", reasoning=False, tool_choice="required")
+                                                  r"response_templates: .*schema combines types") as raised:
+        _adjusted("minimax_m3", reasoning=False, tool_choice="required", tools=mixed)
     assert raised.value.parameter == "tool_choice"
-    assert _adjusted("olmo3", reasoning=False, tool_choice="auto").structured_outputs is None
+    assert _adjusted("minimax_m3", reasoning=False, tool_choice="auto", tools=mixed).structured_outputs is None
     assert _adjusted("llama3.1", reasoning=False, tool_choice="required").structured_outputs is not None
     strict = [{**WEATHER, "function": {**WEATHER["function"], "strict": True}}]
     with pytest.raises(VLLMValidationError, match=r"call opener '\{' is too plain"):

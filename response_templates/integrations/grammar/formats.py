@@ -26,6 +26,7 @@ from .patterns import (
     _writes_nothing,
 )
 from .delimited_json import DelimitedJsonRules, write_delimited
+from .keyword_args import KeywordArgsRules, write_keyword_arguments
 from .spaced_json import SpacedJsonRules
 from .python_calls import PythonCallRules, call_list_grammar, python_call
 
@@ -64,8 +65,8 @@ class _CallForm:
     # its canonical text
     json_body: list | None = None
     write_json_body: Callable[[dict], str] | None = None
-    # the region is a block of calls, a call object per line (MiniMax M1's `<tool_calls>`): its list's items are
-    # separated by line breaks, not written as a JSON list
+    # the region is a block of calls, one per line (MiniMax M1's `<tool_calls>`, OLMo 3's `<function_calls>`): the
+    # items of its list are the calls, separated by line breaks
     block_lines: bool = False
 
 
@@ -361,6 +362,24 @@ def _nested_elements_body(parameters: dict, nested: Any, markers: list) -> tuple
     return members(parameters, 0), write, []
 
 
+def _keyword_arguments(pattern: str) -> bool:
+    """Whether a tag pattern reads keyword arguments, `KEY=VALUE` with no text before the key (OLMo 3's), whose
+    value runs to the next argument."""
+    try:
+        pieces = [piece for piece in _skeleton("\0pattern:" + pattern, "tag_pattern") if piece.kind != "ws"]
+    except _Dead:
+        return False
+    return (len(pieces) >= 2 and (pieces[0].kind, pieces[0].text) == ("group", "key") and pieces[1].kind == "lit"
+            and pieces[1].text.startswith("="))
+
+
+def _keyword_body(parameters: dict, markers: list) -> tuple:
+    """Keyword arguments (KeywordArgsRules): the formats, the writer, no other spelling."""
+    rules = KeywordArgsRules(json.dumps(parameters, sort_keys=True), parameters, markers)
+    return [{"type": "grammar", "grammar": rules.grammar()}], lambda arguments, spaced=False: (
+        write_keyword_arguments(arguments)), []
+
+
 def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     """xml-inline content: one tag per property, in the schema's order (optional ones may be left out)."""
     pattern = args.get("tag_pattern")
@@ -368,6 +387,8 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         raise _Dead("xml-inline without tag_pattern")
     if args.get("nested_elements"):
         return _nested_elements_body(parameters, args["nested_elements"], markers)
+    if _keyword_arguments(pattern):
+        return _keyword_body(parameters, markers)
     parser = args.get("value_parser") or {"name": "text"}
     if parser.get("name") not in ("text", "json") or (parser.get("args") or {}).get("string_delims"):
         raise _Dead(f"xml-inline values read by {parser.get('name')!r} are not supported yet")
@@ -538,16 +559,99 @@ def _opener(field_spec: dict) -> tuple:
     return writings[at], list(dict.fromkeys(starts)), lead if lead is not None and lead.kind == "opt" else None
 
 
-def _block_ends(field_spec: dict, opener: list, open_spec: Any, writings: list) -> list:
-    """Where the calls after the first of a block open with no text of their own, each on its own line (MiniMax
-    M1's `<tool_calls>` block of call objects, one per line, whose later openers are lookarounds): the markers that
-    end the block, which the closer looks ahead to after its line break (`</tool_calls>`). Else []."""
-    if (not opener or field_spec.get("content") != "json" or field_spec.get("transform_each")
-            or not _writes_nothing(open_spec) or not writings
-            or [piece.text for piece in writings[0] if piece.kind != "ws"] != ["\n"]):
-        return []
-    runs = _literal_runs(field_spec.get("close_pattern") or "")
-    return list(dict.fromkeys(run[1:] for run in runs if run.startswith("\n") and not _plain(run[1:])))
+@dataclass
+class _Block:
+    """Calls written as the lines of one block (MiniMax M1's `<tool_calls>` of call objects, OLMo 3's
+    `<function_calls>` of `NAME(...)` lines): the first opens with the block's opener, the next ones with what
+    follows it there (nothing, or the tool's name), at the start of a line."""
+
+    begin: str  # the block's opener (`<tool_calls>`)
+    head: list  # the opener's pieces after it, which open each call (the name and `(`, or none)
+    item_close: str  # the text that ends each call before its line break (`)`, or none)
+    ends: list  # the markers that may end the block (`</tool_calls>`), in the template's order
+
+
+def _block(field_spec: dict, open_spec: Any, opener: list, writings: list) -> _Block | None:
+    """The block the calls are lines of, or None: the opener has another writing that is its own without the
+    leading marker (or one that writes nothing), the closer's first writing ends with a line break, and the block's
+    end is a marker the closer writes after a call's end (or looks ahead to after its line break)."""
+    at = next((index for index, piece in enumerate(opener) if piece.kind != "lit"), len(opener))
+    begin, head = "".join(piece.text for piece in opener[:at]), [piece for piece in opener[at:] if piece.kind != "ws"]
+    if not begin or not writings or field_spec.get("transform_each"):
+        return None
+    try:
+        others = _skeletons(open_spec, "open", spread=True)
+    except _Dead:
+        others = []
+    spelled = [(piece.kind, piece.text) for piece in head]
+    if not (not head and _writes_nothing(open_spec) or any(
+            [(piece.kind, piece.text) for piece in other if piece.kind != "ws"] == spelled for other in others)):
+        return None
+    closing = [piece for piece in writings[0] if piece.kind != "ws"]
+    if not closing or any(piece.kind != "lit" for piece in closing) or closing[-1].text != "\n":
+        return None
+    item_close = "".join(piece.text for piece in closing[:-1])
+    ends = [run[len(item_close) + 1:] for run in _literal_runs(field_spec.get("close_pattern") or "")
+            if run.startswith(item_close + "\n")]
+    for other in writings[1:]:
+        texts = [piece.text for piece in other if piece.kind != "ws"]
+        if any(piece.kind not in ("lit", "ws") for piece in other) or "".join(texts[:-1]) != item_close:
+            continue
+        ends += texts[-1:]
+    ends = [end for end in dict.fromkeys(ends) if not _plain(end)]
+    return _Block(begin, head, item_close, ends) if ends else None
+
+
+def _block_form(field_spec: dict, name: str, parameters: dict, in_strings: list, block: _Block,
+                end: str) -> _CallForm:
+    """The call of a tool as one line of a block (_Block) that ends with `end`: the block is one region holding
+    the list of calls, a call per line, each on one line (a line break would end it)."""
+    content = field_spec.get("content")
+    transform = field_spec.get("transform")
+    function = transform.get("function") if isinstance(transform, dict) else None
+
+    def head(tool: str) -> tuple:  # (the formats and text that open the tool's call inside the block)
+        lead, formats, text = _split(block.head, tool)
+        return ([_const(lead)] if lead else []) + formats, text
+
+    if content == "json" and function == "{content}" and not block.head:
+        # a call object per line, {"name": ..., "arguments": ...}
+        schema = {"type": "object", "properties": {"name": {"const": name}, "arguments": parameters},
+                  "required": ["name", "arguments"], "additionalProperties": False}
+        body = _json_body(schema, field_spec.get("content_args") or {}, in_strings, name, True)[0]
+        item: dict = body
+
+        def line(tool: str, arguments: dict) -> str:
+            return json.dumps({"name": tool, "arguments": arguments}, ensure_ascii=False)
+    elif (content == "xml-inline" and function == {"name": "{name}", "arguments": "{content}"}
+          and _keyword_arguments((field_spec.get("content_args") or {}).get("tag_pattern") or "")):
+        # `NAME(key=value, ...)` per line
+        formats, _ = head(name)
+        body = _keyword_body(parameters, in_strings)[0][0]
+        item = {"type": "sequence", "elements": [*formats, body, *([_const(block.item_close)] if block.item_close
+                                                                   else [])]}
+
+        def line(tool: str, arguments: dict) -> str:
+            return head(tool)[1] + write_keyword_arguments(arguments) + block.item_close
+    else:
+        raise _Dead("a block of calls, one per line, is compiled for call objects and keyword arguments only")
+
+    def list_body(items: list, parallel: bool) -> dict:
+        one = items[0] if len(items) == 1 else {"type": "or", "elements": items}
+        if not parallel:
+            return one
+        more = {"type": "sequence", "elements": [_const("\n"), one]}
+        return {"type": "sequence", "elements": [one, {"type": "repeat", "content": more, "min": 0, "max": -1}]}
+
+    def write_list(calls: list, call_id: str | None = None) -> str:
+        return block.begin + "\n".join(line(tool, arguments) for tool, arguments in calls) + end
+
+    form = _CallForm(name, block.begin, [_ws(0), list_body([item], True), _ws(0)], end,
+                     lambda arguments: write_list([(name, arguments)]), block_lines=True)
+    form.list_item, form.list_at, form.list_body, form.write_list = item, 1, list_body, write_list
+    if content == "json":  # (on one line, the most whitespace the grammar allows is the canonical writing's)
+        form.write_laid_out = form.write
+    return form
 
 
 def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, closing: int = 0,
@@ -581,9 +685,11 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
         # the closer writes nothing: a call ends where the next one opens or where the turn ends (Mistral's
         # `[TOOL_CALLS]name[ARGS]{...}`); the self-check parses calls written so, and the grammar lets no text follow
         writings = [[]] + writings if not opener else writings + [[]]
-    block_ends = _block_ends(field_spec, opener, open_spec, writings)
-    if block_ends:  # (the block's end, after the whitespace the region allows: one region holding the calls)
-        writings = [[_Piece("lit", block_end)] for block_end in block_ends]
+    block = _block(field_spec, open_spec, opener, writings)
+    if block is not None:
+        if closing >= len(block.ends):
+            raise IndexError(closing)
+        return _block_form(field_spec, name, parameters, in_strings, block, block.ends[closing])
     if closing >= len(writings):
         raise IndexError(closing)
     closer = _strip_ws(writings[closing], leading=False)
@@ -642,8 +748,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
                 return _json_body({**listed, **({} if parallel else {"maxItems": 1})}, args, in_strings)[0]
 
             schema = {"type": "array", "items": item, "minItems": 1}
-        # (calls that are lines of a block hold no line break: one would end the call)
-        body, style = _json_body(schema, args, in_strings, name, (one_line or bool(block_ends)) and not each)
+        body, style = _json_body(schema, args, in_strings, name, one_line and not each)
         body_elements = [_ws(0), body, _ws(0)]
         if keys is not None and not each and style == "json":
             # the call object's keys in the other order too (Inkling's chat template writes "args" before "name"),
@@ -666,24 +771,6 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
             if laid_out:  # the grammar's JSON whitespace at its worst: a line break around every token
                 return "\n" + _laid_out_json(value) + "\n"
             return _write_json(value, style)
-        if block_ends and keys is not None:
-            # the block is one region holding the calls, a call object per line, the first right after the opener
-            item = schema
-
-            def list_body(items: list, parallel: bool) -> dict:
-                objects = [_json_body(item, args, in_strings, item["properties"][keys[0]]["const"], True)[0]
-                           for item in items]
-                one = objects[0] if len(objects) == 1 else {"type": "or", "elements": objects}
-                if not parallel:
-                    return one
-                more = {"type": "sequence", "elements": [_const("\n"), one]}
-                return {"type": "sequence", "elements": [one, {"type": "repeat", "content": more, "min": 0, "max": -1}]}
-
-            body_elements = [_ws(0), list_body([item], True), _ws(0)]
-
-            def write_items(calls: list, call_id: str | None = None) -> str:
-                assert keys is not None
-                return "\n".join(_write_json({keys[0]: tool, keys[1]: arguments}, style) for tool, arguments in calls)
     elif content == "python-call-list" and each:
         rules = PythonCallRules(name, parameters)
         item = rules
@@ -721,7 +808,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     for piece in closer[:last]:
         if piece.kind == "opt":
             optional.append((optional_elements[id(piece)], writer(open_text, _split(closer[:last], None, piece)[2])))
-    if content == "json" and style == "json-one-line" and not block_ends:
+    if content == "json" and style == "json-one-line":
         # (the whole call on one line: the closer's whitespace after nested arguments could end it early too)
         open_formats, body_elements, close_formats = (
             _on_one_line(open_formats), _on_one_line(body_elements), _on_one_line(close_formats))
@@ -768,7 +855,6 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
         form.list_region = list_region
         form.write_list_region = lambda calls: begin + open_text[len(begin):] + _write_json(
             [{keys[0]: tool, keys[1]: arguments} for tool, arguments in calls], style) + close_text + end
-    form.block_lines = bool(block_ends)
     if item is not None and write_items is not None:
         form.list_item, form.list_at, form.list_body = item, len(open_formats) + 1, list_body
         form.write_list = lambda calls, call_id=None: (begin + open_text[len(begin):] + write_items(calls, call_id)

@@ -161,7 +161,7 @@ def _reasoning(template: CompiledTemplate, prefix: str, markers: list) -> tuple:
 
 
 # Where a marker is tried inside an argument string: the text before it and after it in the string.
-_STRING_BEFORE = ("", "a ", "}", "} ", "}  ", "]", '"')
+_STRING_BEFORE = ("", "a ", "}", "} ", "}  ", "]", '"', ")")
 _STRING_AFTER = ("", " b", "}", '"')
 # A string argument, for trying markers inside one.
 _PROBE_TOOL = {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}
@@ -373,8 +373,8 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int, one_line
         plan.notes.append("JSON arguments are written on one line: a line break between their tokens would end a "
                           "call early")
     if any(form.block_lines for form in calls.values()):
-        plan.notes.append("the calls are one block, a call object per line (its later calls open with no marker): "
-                          "each call is written on one line")
+        plan.notes.append("the calls are the lines of one block (its later calls open with no marker): each call is "
+                          "written on one line")
     plan.plain_opener = _plain_opener(spec, triggers)
     if calls and any(form.begin for form in calls.values()):
         _, plan.plain_starts, lead = _opener(spec)

@@ -11,7 +11,7 @@ from .ebnf import ValueRules, quoted
 from .patterns import _Dead
 
 # JSON strings hold no raw quote, backslash or control character: those are written escaped.
-_RAW_EXCLUDED = ['"', "\\"] + [chr(code) for code in range(32)]
+RAW_EXCLUDED = ['"', "\\"] + [chr(code) for code in range(32)]
 
 
 class SpacedJsonRules(ValueRules):
@@ -24,7 +24,7 @@ class SpacedJsonRules(ValueRules):
         super().__init__(seed)
         self.markers = [text for text in markers if text]
         escape = self._rule('"\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])')
-        text = self.text_without(self.markers + _RAW_EXCLUDED, '"', escape)
+        text = self.text_without(self.markers + RAW_EXCLUDED, '"', escape)
         string = self._rule(f'"\\"" {text} "\\""')
         self._json_values(string, f'{string} ":" " "?', ('"true"', '"false"', '"null"'))
         self.root = self.value(schema, 0)
