@@ -9,9 +9,9 @@ import json
 import re
 from typing import Any
 
-from .ebnf import ValueRules, quoted
+from .ebnf import quoted
 from .patterns import _Dead
-from .spaced_json import RAW_EXCLUDED
+from .spaced_json import RAW_EXCLUDED, SpacedJsonRules
 
 # A keyword as the tag pattern reads it: a name, then `=`.
 _KEYWORD = re.compile(r"[A-Za-z_]\w*")
@@ -22,31 +22,27 @@ def write_keyword_arguments(arguments: dict) -> str:
     return ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in arguments.items())
 
 
-class KeywordArgsRules(ValueRules):
-    """The EBNF of a tool's keyword arguments. A top-level string is one JSON string (the parser reads it whole) or
-    raw text between single quotes; a top-level boolean is JSON's or Python's; objects and arrays are read up to the next `, KEY=` wherever it stands, so the strings inside them hold no `=`.
+class KeywordArgsRules(SpacedJsonRules):
+    """The EBNF of a tool's keyword arguments, `parameters` being its schema. A top-level string is one JSON string
+    (the parser reads it whole) or raw text between single quotes; a top-level boolean is JSON's or Python's;
+    objects and arrays are read up to the next `, KEY=` wherever it stands, so the strings inside them hold no `=`.
     No string holds one of `markers`, a raw quote, backslash or control character (those are written escaped)."""
 
     dialect = "keyword arguments"
+    forbidden = ("=",)
 
-    def __init__(self, seed: str, parameters: dict, markers: list):
-        super().__init__(seed)
-        self.markers = [text for text in markers if text]
-        escape = self._rule('"\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])')
-        text = self.text_without(self.markers + RAW_EXCLUDED, '"', escape)
+    def _root(self, parameters: Any) -> str:
+        text = self.text_without(self.markers + RAW_EXCLUDED, '"', self.escape)
         # (or between single quotes, raw, as chat templates write it: holding no quote, line break nor marker)
         raw = self.text_without(self.markers + ["'", "\n", "\r"], "'")
         self.top_string = self._rule(f'"\\"" {text} "\\"" | "\'" {raw} "\'"')
-        inner = self.text_without(self.markers + RAW_EXCLUDED + ["="], '"', escape)
-        string = self._rule(f'"\\"" {inner} "\\""')
-        self._json_values(string, f'{string} ":" " "?', ('"true"', '"false"', '"null"'))
         required = set(parameters.get("required") or [])
         members = []
         for key, schema in (parameters.get("properties") or {}).items():
             if not isinstance(key, str) or not _KEYWORD.fullmatch(key):
                 raise _Dead(f"the argument {key!r} is not a keyword")
             members.append((f"{quoted(key + '=')} {self.value(schema, 1)}", key in required))
-        self.root = self._members(members, self.separator)
+        return self._members(members, self.separator)
 
     def _typed(self, kind: str, schema: dict, depth: int) -> str:
         if depth == 1 and kind == "string":
@@ -54,15 +50,3 @@ class KeywordArgsRules(ValueRules):
         if depth == 1 and kind == "boolean":  # (the pattern reads Python's spelling too, as chat templates write it)
             return '("true" | "false" | "True" | "False")'
         return super()._typed(kind, schema, depth)
-
-    def constant(self, value: Any) -> str:
-        written = json.dumps(value, ensure_ascii=False)
-        if any(marker in written for marker in self.markers) or "=" in written:
-            raise _Dead(f"the value {value!r} holds a marker of the format or an '='")
-        return quoted(written)
-
-    def key(self, key: str) -> str:
-        written = json.dumps(key, ensure_ascii=False)
-        if any(marker in written for marker in self.markers) or "=" in written:
-            raise _Dead(f"the key {key!r} holds a marker of the format or an '='")
-        return f'{quoted(written + ":")} " "?'

@@ -16,27 +16,33 @@ RAW_EXCLUDED = ['"', "\\"] + [chr(code) for code in range(32)]
 
 class SpacedJsonRules(ValueRules):
     """The EBNF of one JSON value typed by `schema`, on one line: objects' properties in the schema's order (the
-    required ones always), strings holding none of `markers`, a space at most after each `:` and `,`."""
+    required ones always), strings holding none of `markers` (nor `forbidden`), a space at most after each `:` and
+    `,`."""
 
     dialect = "JSON on one line"
+    forbidden: tuple = ()  # what strings, keys and constants may not hold besides the markers
 
     def __init__(self, seed: str, schema: Any, markers: list):
         super().__init__(seed)
         self.markers = [text for text in markers if text]
-        escape = self._rule('"\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])')
-        text = self.text_without(self.markers + RAW_EXCLUDED, '"', escape)
+        self.escape = self._rule('"\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])')
+        text = self.text_without(self.markers + RAW_EXCLUDED + list(self.forbidden), '"', self.escape)
         string = self._rule(f'"\\"" {text} "\\""')
         self._json_values(string, f'{string} ":" " "?', ('"true"', '"false"', '"null"'))
-        self.root = self.value(schema, 0)
+        self.root = self._root(schema)
+
+    def _root(self, schema: Any) -> str:
+        return self.value(schema, 0)
+
+    def _written(self, value: Any, what: str) -> str:
+        written = json.dumps(value, ensure_ascii=False)
+        held = [text for text in [*self.markers, *self.forbidden] if text in written]
+        if held:
+            raise _Dead(f"the {what} {value!r} holds {held[0]!r}, which {self.dialect} cannot write there")
+        return written
 
     def constant(self, value: Any) -> str:
-        written = json.dumps(value, ensure_ascii=False)
-        if any(marker in written for marker in self.markers) or "\n" in written:
-            raise _Dead(f"the value {value!r} holds a marker of the format")
-        return quoted(written)
+        return quoted(self._written(value, "value"))
 
     def key(self, key: str) -> str:
-        written = json.dumps(key, ensure_ascii=False)
-        if any(marker in written for marker in self.markers):
-            raise _Dead(f"the key {key!r} holds a marker of the format")
-        return f'{quoted(written + ":")} " "?'
+        return f'{quoted(self._written(key, "key") + ":")} " "?'
