@@ -28,7 +28,7 @@ from .patterns import (
 from .delimited_json import DelimitedJsonRules, write_delimited
 from .keyword_args import KeywordArgsRules, write_keyword_arguments
 from .spaced_json import SpacedJsonRules
-from .python_calls import PythonCallRules, call_list_grammar, python_call
+from .python_calls import PythonCallRules, call_list_grammar, python_call, python_literal, python_value_grammar
 
 
 @dataclass
@@ -359,7 +359,7 @@ def _nested_elements_body(parameters: dict, nested: Any, markers: list) -> tuple
             inner = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
         return f"{prefix}<{key}>{inner}{prefix}</{key}>"
 
-    return members(parameters, 0), write, []
+    return members(parameters, 0), write, [], []
 
 
 def _keyword_arguments(pattern: str) -> bool:
@@ -374,14 +374,27 @@ def _keyword_arguments(pattern: str) -> bool:
 
 
 def _keyword_body(parameters: dict, markers: list) -> tuple:
-    """Keyword arguments (KeywordArgsRules): the formats, the writer, no other spelling."""
+    """Keyword arguments (KeywordArgsRules): the formats, the writer, no other spelling nor Python literals."""
     rules = KeywordArgsRules(json.dumps(parameters, sort_keys=True), parameters, markers)
     return [{"type": "grammar", "grammar": rules.grammar()}], lambda arguments, spaced=False: (
-        write_keyword_arguments(arguments)), []
+        write_keyword_arguments(arguments)), [], []
+
+
+def _python_literal_value(key: str, schema: Any) -> dict | None:
+    """A dict, list or boolean argument as a Python literal typed by its schema (an EBNF grammar), or None (another
+    type, or a schema the grammar of literals does not enforce)."""
+    if not isinstance(schema, dict) or schema.get("type") not in ("object", "array", "boolean"):
+        return None
+    try:
+        return {"type": "grammar", "grammar": python_value_grammar(key, schema)}
+    except _Dead:
+        return None
 
 
 def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
-    """xml-inline content: one tag per property, in the schema's order (optional ones may be left out)."""
+    """xml-inline content: one tag per property, in the schema's order (optional ones may be left out). (The
+    formats, the writer, the choices between a tag's spellings and its other spelling, the choices between a value's
+    JSON and its Python literal and the literal.)"""
     pattern = args.get("tag_pattern")
     if not pattern:
         raise _Dead("xml-inline without tag_pattern")
@@ -473,6 +486,7 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     required = set(parameters.get("required") or [])
     elements: list = []
     spellings: list = []  # (the choice between a tag's spellings, its other spelling)
+    literals: list = []  # (the choice between a value's JSON and its Python literal, the literal)
     for key, schema in properties.items():
         if not isinstance(key, str) or not key or any(char.isspace() or char in "<>\"=" for char in key):
             raise _Dead(f"parameter name {key!r} cannot be written in a tag")
@@ -487,6 +501,12 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
             else:
                 value = {"type": "json_schema", "json_schema": _finite_numbers(schema), "excludes": list(markers),
                          "max_whitespace_cnt": _WS_MAX}
+                literal = _python_literal_value(key, schema) if not json_values else None
+                if literal is not None:
+                    # a dict, list or boolean as Python's str() writes it (Seed-OSS's and MiniCPM5's chat templates),
+                    # kept where the planner finds that a call written so parses back
+                    value = {"type": "or", "elements": [value, literal]}
+                    literals.append((value, literal))
             # a raw string runs to the tag's end; JSON may be followed by the whitespace the pattern allows there
             content = between_formats + [value] + ([] if is_string(schema) else value_ws)
             content = content[0] if len(content) == 1 else {"type": "sequence", "elements": content}
@@ -498,18 +518,22 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
         item = {"type": "sequence", "elements": [_ws(0), tag]}
         elements.append(item if key in required else {"type": "optional", "content": item})
 
-    def write(arguments: dict, spaced: bool = False) -> str:
+    literal_keys = {key for key, schema in properties.items()
+                    if not is_string(schema) and not json_values and _python_literal_value(key, schema) is not None}
+
+    def write(arguments: dict, spaced: bool = False, python: bool = False) -> str:
         out = ""
         for key, schema in properties.items():
             if key not in arguments:
                 continue
             opener, _, between_text, closer, _ = layout_of(schema, spaced)
             value = arguments[key]
-            text = value if is_string(schema) else json.dumps(value, ensure_ascii=False)
+            text = (value if is_string(schema) else python_literal(value) if python and key in literal_keys
+                    else json.dumps(value, ensure_ascii=False))
             out += opener[0] + key + opener[1] + between_text[len(opener[1]):] + text + closer
         return out
 
-    return elements, write, spellings
+    return elements, write, spellings, literals
 
 
 def _transform_keys(function: Any, scope: str) -> tuple | None:
@@ -788,8 +812,8 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     elif content == "xml-inline":
         if whole:
             raise _Dead("xml-inline content with the name inside it")
-        body_elements, write_xml, tag_spellings = _xml_body(parameters, field_spec.get("content_args") or {},
-                                                            in_strings)
+        body_elements, write_xml, tag_spellings, literals = _xml_body(
+            parameters, field_spec.get("content_args") or {}, in_strings)
         body_elements = body_elements + [_ws(0)]
 
         def write_body(arguments: dict, laid_out: bool = False) -> str:
@@ -839,6 +863,9 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
     if content == "xml-inline" and tag_spellings:
         form.variants.append((tag_spellings, lambda arguments: (
             begin + open_text[len(begin):] + write_xml(arguments, True) + close_text + end)))
+    if content == "xml-inline" and literals:
+        form.variants.append((literals, lambda arguments: (
+            begin + open_text[len(begin):] + write_xml(arguments, python=True) + close_text + end)))
     brackets = [piece for piece in opener if piece.kind == "opt" and piece.sample.strip() == "["] + [
         piece for piece in closer[:last] if piece.kind == "opt" and piece.sample.strip() == "]"]
     if content == "json" and style == "json" and keys is not None and not each and len(brackets) == 2:

@@ -61,16 +61,30 @@ def python_call(tool: str, arguments: dict) -> str:
     return f"{tool}(" + ", ".join(f"{key}={python_literal(value)}" for key, value in arguments.items()) + ")"
 
 
-class PythonCallRules(ValueRules):
-    """The EBNF rules of one tool's call, `name(key=value, ...)`: keyword arguments in the schema's order, the
-    required ones always, values typed by their schemas. `call` names the rule of the whole call."""
+class PythonLiteralRules(ValueRules):
+    """Python literals typed by a JSON schema: strings in either quote, True/False/None (and JSON's spellings,
+    which the parsers read and LFM2 writes), lists and dicts written as repr() writes them."""
 
     dialect = "a Python call list"
     separator = "py_sep"
     any_value, any_object = "py_any", "py_dict"
-    # (the JSON spellings of the constants too, which the parser reads and LFM2 writes)
     scalars = {"string": "py_str", "integer": "py_int", "number": "py_num",
                "boolean": '("True" | "False" | "true" | "false")', "null": '("None" | "null")'}
+
+    def constant(self, value: Any) -> str:
+        return _spellings(value)
+
+    def key(self, key: str) -> str:
+        return quoted(python_literal(key) + ": ")
+
+    def grammar(self) -> str:
+        return "\n".join([f"root ::= {self.root}"]
+                         + [f"{name} ::= {body}" for name, body in {**_RULES, **self.rules}.items()])
+
+
+class PythonCallRules(PythonLiteralRules):
+    """The EBNF rules of one tool's call, `name(key=value, ...)`: keyword arguments in the schema's order, the
+    required ones always, values typed by their schemas. `call` names the rule of the whole call."""
 
     def __init__(self, tool: str, parameters: dict):
         if not _IDENTIFIER.fullmatch(tool):
@@ -85,11 +99,12 @@ class PythonCallRules(ValueRules):
             members.append((f"{quoted(key + '=')} {self.value(schema, 1)}", key in required))
         self.call = self._rule(f"{quoted(tool + '(')} {self._members(members, 'py_sep')} \")\"")
 
-    def constant(self, value: Any) -> str:
-        return _spellings(value)
 
-    def key(self, key: str) -> str:
-        return quoted(python_literal(key) + ": ")
+def python_value_grammar(seed: str, schema: Any) -> str:
+    """The EBNF of one Python literal typed by `schema` (a value chat templates write with Python's str())."""
+    rules = PythonLiteralRules(seed)
+    rules.root = rules.value(schema, 1)
+    return rules.grammar()
 
 
 def call_list_grammar(tools: list, parallel: bool) -> str:
