@@ -487,10 +487,16 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
     elements: list = []
     spellings: list = []  # (the choice between a tag's spellings, its other spelling)
     literals: list = []  # (the choice between a value's JSON and its Python literal, the literal)
+    literal_keys: set = set()
     for key, schema in properties.items():
         if not isinstance(key, str) or not key or any(char.isspace() or char in "<>\"=" for char in key):
             raise _Dead(f"parameter name {key!r} cannot be written in a tag")
         tags = []
+        # (a dict, list or boolean as Python's str() writes it: Seed-OSS's and MiniCPM5's chat templates; kept where
+        # the planner finds that a call written so parses back)
+        literal = _python_literal_value(key, schema) if not is_string(schema) and not json_values else None
+        if literal is not None:
+            literal_keys.add(key)
         for spaced in (False, True):
             opener, between_formats, _, closer, value_ws = layout_of(schema, spaced)
             value: dict
@@ -501,10 +507,7 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
             else:
                 value = {"type": "json_schema", "json_schema": _finite_numbers(schema), "excludes": list(markers),
                          "max_whitespace_cnt": _WS_MAX}
-                literal = _python_literal_value(key, schema) if not json_values else None
                 if literal is not None:
-                    # a dict, list or boolean as Python's str() writes it (Seed-OSS's and MiniCPM5's chat templates),
-                    # kept where the planner finds that a call written so parses back
                     value = {"type": "or", "elements": [value, literal]}
                     literals.append((value, literal))
             # a raw string runs to the tag's end; JSON may be followed by the whitespace the pattern allows there
@@ -517,9 +520,6 @@ def _xml_body(parameters: dict, args: dict, markers: list) -> tuple:
             spellings.append((tag, tags[1]))
         item = {"type": "sequence", "elements": [_ws(0), tag]}
         elements.append(item if key in required else {"type": "optional", "content": item})
-
-    literal_keys = {key for key, schema in properties.items()
-                    if not is_string(schema) and not json_values and _python_literal_value(key, schema) is not None}
 
     def write(arguments: dict, spaced: bool = False, python: bool = False) -> str:
         out = ""
