@@ -28,13 +28,22 @@ def quoted(text: str) -> str:
 
 
 def _class(chars: set) -> str:
-    """An EBNF character class matching any character but `chars`."""
+    """An EBNF character class matching any character but `chars` (runs of three or more consecutive characters
+    written as a range: the control characters strings exclude are one `\\x00-\\x1f`)."""
     def escaped(char: str) -> str:
         if ord(char) < 32:  # (control characters by their code)
             return f"\\x{ord(char):02x}"
         return "\\" + char if char in "\\]^-[" else char
 
-    return "[^" + "".join(escaped(char) for char in sorted(chars)) + "]"
+    runs: list = []  # [first, last] code points
+    for code in sorted(ord(char) for char in chars):
+        if runs and code == runs[-1][1] + 1:
+            runs[-1][1] = code
+        else:
+            runs.append([code, code])
+    parts = [escaped(chr(first)) + ("-" + escaped(chr(last)) if last > first + 1 else
+                                    escaped(chr(last)) if last > first else "") for first, last in runs]
+    return "[^" + "".join(parts) + "]"
 
 
 @dataclass(frozen=True)
