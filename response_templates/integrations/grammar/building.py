@@ -88,6 +88,7 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
         fmt = {"type": "or", "elements": [fmt, inside]}
     # (a plain opener, Llama's `{`, cannot open a call inside a JSON string: its quotes would be escaped there)
     _exclude_triggers(fmt, [trigger for trigger in plan.triggers if not _plain(trigger)])
+    _fewest_excludes(fmt)
     return {"type": "structural_tag", "format": fmt}
 
 
@@ -248,3 +249,18 @@ def _exclude_triggers(node: Any, triggers: list) -> None:
     elif isinstance(node, list):
         for item in node:
             _exclude_triggers(item, triggers)
+
+
+def _fewest_excludes(node: Any) -> None:
+    """Each list of excluded texts without those that hold another one of the list (text that holds `}<tool_call>`
+    holds `<tool_call>`): the same text is excluded, and xgrammar's compile time grows with the list."""
+    if isinstance(node, dict):
+        excludes = node.get("excludes")
+        if excludes:
+            node["excludes"] = [text for text in dict.fromkeys(excludes)
+                                if not any(other != text and other in text for other in excludes if other)]
+        for value in node.values():
+            _fewest_excludes(value)
+    elif isinstance(node, list):
+        for item in node:
+            _fewest_excludes(item)
