@@ -596,7 +596,8 @@ def _messages(plan: _Plan) -> tuple:
     """([(open, [closes], trigger)] of the content message a format writes where it drops text outside its messages
     (gpt-oss's `<|channel|>final<|message|>`...`<|end|>` or `<|return|>`): free text there is lost, so the answer
     must be written as such a message. Found by parsing: the message alone, before and after a call, reads as
-    content beside exactly the call. Second: the openers left out because they open like a call."""
+    content beside exactly the call. Second: the openers left out because they open like a call, but those written
+    as preambles before calls (plan.preambles, set here)."""
     spec = plan.template.source.get("fields", {}).get("content")
     lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
     if not spec or not _drops_bare_text(plan.template, plan.prefix, lead):
@@ -645,8 +646,8 @@ def _preamble_ends(plan: _Plan, opener: str, closes: list) -> list:
     """The closes of a content message that opens like a call (gpt-oss's `<|channel|>commentary<|message|>`
     preamble, which shares the call's trigger), where the message before a call (right after it, and after the
     header calls may start with) reads as its text beside exactly the call: written as its own tag under that
-    trigger. None where the opener does not start with a call's trigger (the tag could not be told from a call's
-    until past the trigger)."""
+    trigger. None ([]) where the opener does not start with a call's trigger (the tag could not be told from a
+    call's until past the trigger)."""
     if not plan.calls or not any(opener.startswith(trigger) and opener != trigger for trigger in plan.triggers):
         return []
     lead = _reasoning_text(plan) if plan.reasoning_open is not None else ""
