@@ -71,6 +71,13 @@ def corpus(name):
     return json.loads(path.read_text()) if path.exists() else {"cases": []}
 
 
+def corpus_output(name, case_name):
+    """The corpus case of `name` called `case_name`, and its output as the grammar writes it (the end-of-turn token
+    is the engine's stop token, not text)."""
+    case = next(case for case in corpus(name)["cases"] if case["name"] == case_name)
+    return case, end_of_turn(name, case["output"], case["prefix"], case["tools"])
+
+
 def prefixes(name):
     found = [""]
     for case in corpus(name)["cases"]:
@@ -701,9 +708,7 @@ def test_dsml_string_parameters_are_written_raw_and_others_as_json():
 def test_objects_lists_and_booleans_may_be_python_literals_where_the_parser_types_raw_values():
     # Seed-OSS's chat template writes dict, list and boolean arguments with Python's str(); its raw values are typed
     # by the schema, which reads them back
-    case = next(case for case in corpus("seed_oss")["cases"]
-                if case["name"] == "python_literal_object_and_array_arguments_with_schema")
-    output = end_of_turn("seed_oss", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("seed_oss", "python_literal_object_and_array_arguments_with_schema")
     assert "{'metadata': False" in output
     assert admits(structural_tag("seed_oss", case["tools"], prefix=case["prefix"]), output)
     required = structural_tag("seed_oss", TOOLS, tool_choice="required")
@@ -760,8 +765,7 @@ def test_harmony_calls_open_with_the_channel_marker_and_free_text_cannot_name_th
 def test_a_preamble_that_opens_like_a_call_is_admitted_before_calls_under_auto():
     # gpt-oss writes a commentary message before its calls (`<|channel|>commentary<|message|>`...`<|end|>`), which
     # shares the calls' trigger: it is its own tag there, read as content, and opens no call
-    case = next(case for case in corpus("gpt-oss")["cases"] if case["name"] == "preamble_then_two_calls")
-    output = end_of_turn("gpt-oss", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("gpt-oss", "preamble_then_two_calls")
     assert "<|channel|>commentary<|message|>" in output
     assert admits(structural_tag("gpt-oss", case["tools"], prefix=case["prefix"]), output)
     assert rt.parse_response(output, "gpt-oss", prefix=case["prefix"], tools=case["tools"]) == case["expected"]
@@ -789,8 +793,7 @@ def test_a_preamble_that_opens_like_a_call_is_admitted_before_calls_under_auto()
     ("inkling", "thinking_text_and_two_calls"),  # <|end_message|><|message_model|>get_weather<|content_invoke_...
 ])
 def test_markup_a_model_writes_around_its_text_is_admitted_under_auto(name, case_name):
-    case = next(case for case in corpus(name)["cases"] if case["name"] == case_name)
-    output = end_of_turn(name, case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output(name, case_name)
     plan = planning._plan(name, case["tools"], case["prefix"])
     assert any(marker in output for marker in plan.free_markers), plan.free_markers
     assert admits(structural_tag(name, case["tools"], prefix=case["prefix"]), output)
@@ -826,8 +829,7 @@ def test_argument_strings_may_hold_the_markers_the_parser_reads_there_as_text():
     ("ling3", "text_and_two_calls", "</tool_call>", ("<tool_call>", "x</tool_call>")),
 ])
 def test_of_two_markers_that_end_a_call_side_by_side_one_is_kept_out_of_strings(name, case_name, marker, pair):
-    case = next(case for case in corpus(name)["cases"] if case["name"] == case_name)
-    output = end_of_turn(name, case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output(name, case_name)
     assert marker in output
     assert admits(structural_tag(name, case["tools"], prefix=case["prefix"]), output)
     assert rt.parse_response(output, name, prefix=case["prefix"], tools=case["tools"]) == case["expected"]
@@ -848,8 +850,7 @@ def test_of_two_markers_that_end_a_call_side_by_side_one_is_kept_out_of_strings(
     ("qwen3.5", "real_call_inside_thinking_never_closed"),  # Qwen3.6 wrote it so
 ])
 def test_a_call_may_open_inside_reasoning_where_its_opener_ends_the_reasoning(name, case_name):
-    case = next(case for case in corpus(name)["cases"] if case["name"] == case_name)
-    output = end_of_turn(name, case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output(name, case_name)
     assert "</think>" not in output and case["expected"]["reasoning_content"] and case["expected"]["tool_calls"]
     assert admits(structural_tag(name, case["tools"], prefix=case["prefix"]), output)
     assert rt.parse_response(output, name, prefix=case["prefix"], tools=case["tools"]) == case["expected"]
@@ -860,8 +861,7 @@ def test_a_call_may_open_inside_reasoning_where_its_opener_ends_the_reasoning(na
 def test_a_call_whose_opener_does_not_end_the_reasoning_cannot_open_inside_it():
     # DeepSeek V4 ends open reasoning at its section's opener `<｜DSML｜tool_calls>`, not at a bare invoke: written
     # inside the reasoning, a bare invoke is reasoning text, so the grammar does not admit it there
-    case = next(case for case in corpus("deepseek_v4")["cases"] if case["name"] == "call_block_ends_open_reasoning")
-    output = end_of_turn("deepseek_v4", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("deepseek_v4", "call_block_ends_open_reasoning")
     bare = output.replace("<｜DSML｜tool_calls>\n", "").replace("\n</｜DSML｜tool_calls>", "")
     assert bare != output and "<｜DSML｜invoke" in bare
     assert not rt.parse_response(bare, "deepseek_v4", prefix=case["prefix"], tools=case["tools"]).get("tool_calls")
@@ -891,8 +891,7 @@ def test_nested_element_arguments_follow_the_schema_at_every_level():
 
 def test_a_reasoning_closer_alone_at_the_start_is_admitted_where_the_parser_drops_it():
     # MiniMax M3's adaptive prompt: the model skips its reasoning by writing `</mm:think>` first
-    case = next(case for case in corpus("minimax_m3")["cases"] if case["name"] == "two calls after text")
-    output = end_of_turn("minimax_m3", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("minimax_m3", "two calls after text")
     assert output.startswith("</mm:think>") and admits(structural_tag("minimax_m3", case["tools"],
                                                                       prefix=case["prefix"]), output)
     # where the parser reads it as reasoning's end (the prompt opened the reasoning), it is the reasoning's closer
@@ -904,8 +903,7 @@ def test_inside_a_section_a_dsml_call_body_may_be_one_json_object(name):
     # SGLang's DeepSeek detectors read `<｜DSML｜invoke name="f">{...}</｜DSML｜invoke>` (content_args.json_body);
     # our parser ends such a call only before another invoke or the section's end, so the grammar writes one only
     # inside a section of calls, its strings holding none of the format's markers
-    case = next(case for case in corpus(name)["cases"] if case["name"] == "json_body_invoke_then_tagged_invoke")
-    output = end_of_turn(name, case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output(name, "json_body_invoke_then_tagged_invoke")
     tag = structural_tag(name, case["tools"], prefix=case["prefix"])
     assert admits(tag, output)
     assert rt.parse_response(output, name, prefix=case["prefix"], tools=case["tools"]) == case["expected"]
@@ -919,8 +917,7 @@ def test_inside_a_section_a_dsml_call_body_may_be_one_json_object(name):
 def test_a_region_may_hold_a_list_of_call_objects_where_its_brackets_are_optional():
     # Nemotron's chat template writes parallel calls as one list, `<TOOLCALL>[{...}, {...}]</TOOLCALL>`; the
     # template reads a region holding one call object too
-    case = next(case for case in corpus("nemotron_super_v1.5")["cases"] if case["name"] == "text_before_parallel_calls")
-    output = end_of_turn("nemotron_super_v1.5", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("nemotron_super_v1.5", "text_before_parallel_calls")
     assert admits(structural_tag("nemotron_super_v1.5", case["tools"], prefix=case["prefix"]), output)
     plan = planning._plan("nemotron_super_v1.5", TOOLS, "")
     listed = plan.calls["get_weather"].write_list_region([("get_weather", {"city": "Paris"}), ("get_time", {})])
@@ -969,8 +966,7 @@ def test_keyword_arguments_follow_the_schema_in_a_block_of_call_lines():
     # OLMo 3 writes `NAME(key=value, ...)` lines inside `<function_calls>`: each value runs to the next `, KEY=`,
     # so a top-level string is one JSON string or raw between single quotes, and strings nested in an object or a
     # list hold no `=` (a `, x=` inside one would end the value there)
-    case = next(case for case in corpus("olmo3")["cases"] if case["name"] == "python_booleans_typed_by_schema")
-    output = end_of_turn("olmo3", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("olmo3", "python_booleans_typed_by_schema")
     assert admits(structural_tag("olmo3", case["tools"], prefix=case["prefix"]), output)
     form = planning._plan("olmo3", TOOLS, "").calls["search_web"]
     assert form.block_lines
@@ -1011,8 +1007,7 @@ def test_a_tag_attribute_naming_the_value_type_follows_the_schema():
 def test_text_after_calls_that_end_the_answer_starts_on_a_new_line():
     # Mistral's calls have no closer: text after one on the same line would be read as part of it, text on a new
     # line that starts with a word is content (Devstral writes it so)
-    case = next(case for case in corpus("mistral")["cases"] if case["name"] == "text_after_call_devstral_style")
-    output = end_of_turn("mistral", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("mistral", "text_after_call_devstral_style")
     tag = structural_tag("mistral", case["tools"], prefix=case["prefix"])
     assert admits(tag, output)
     call = planning._plan("mistral", WEATHER, "").calls["get_weather"].write({"city": "Paris"})
@@ -1024,8 +1019,7 @@ def test_text_after_calls_that_end_the_answer_starts_on_a_new_line():
 
 def test_a_call_object_may_hold_its_keys_in_either_order():
     # Inkling's chat template writes {"args": ..., "name": ...}; Hermes' models write "name" first
-    case = next(case for case in corpus("inkling")["cases"] if case["name"] == "call_first")
-    output = end_of_turn("inkling", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("inkling", "call_first")
     assert '{"args":' in output
     assert admits(structural_tag("inkling", case["tools"], prefix=case["prefix"]), output)
     tag = structural_tag("hermes", WEATHER, tool_choice="required")
@@ -1040,8 +1034,7 @@ def test_a_call_object_may_hold_its_keys_in_either_order():
 def test_a_template_that_reads_one_call_per_answer_is_given_one():
     # GigaChat 3 writes its call as a message after the text's `<|message_sep|>`; after a call the turn is over, so
     # a second call would be dropped: even with parallel calls allowed, the grammar writes one
-    case = next(case for case in corpus("gigachat3")["cases"] if case["name"] == "text_then_call")
-    output = end_of_turn("gigachat3", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("gigachat3", "text_then_call")
     assert output.startswith("Let me check.<|message_sep|>\n\nfunction call<|role_sep|>")
     assert admits(structural_tag("gigachat3", case["tools"], prefix=case["prefix"]), output)
     plan = planning._plan("gigachat3", WEATHER, "")
@@ -1070,9 +1063,7 @@ def test_markers_are_spelled_as_the_prompt_spells_them():
 def test_both_spellings_of_a_format_are_admitted_where_the_prompt_does_not_choose():
     # DeepSeek V4.1 writes its DSML markers with a space (`<｜DSML｜ invoke`, `<｜DSML｜ parameter`), V4 without:
     # each call is admitted in either spelling, its parameter tags spelled alike
-    case = next(case for case in corpus("deepseek_v4")["cases"]
-                if case["name"] == "v41_spaced_dsml_text_then_parallel_calls")
-    output = end_of_turn("deepseek_v4", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("deepseek_v4", "v41_spaced_dsml_text_then_parallel_calls")
     assert "<｜DSML｜ parameter" in output
     assert admits(structural_tag("deepseek_v4", case["tools"], prefix=case["prefix"]), output)
     # Hunyuan with a prompt that shows no spelling: `<tool_call>` (preview) or `<tool_call:opensource>` (Hy3)
@@ -1106,8 +1097,7 @@ def test_a_run_of_any_character_but_a_few_in_a_call_opener_is_written_as_such():
 def test_an_optional_run_that_stops_at_tags_is_written_with_its_own_class():
     # MiroThinker's `(?:<server_name>[^<]*</server_name>\s*)?`: server names as models write them (25 characters,
     # a hyphen) are admitted, up to 32 characters on one line; a `<` ends the run, as in the parser
-    case = next(case for case in corpus("mirothinker")["cases"] if case["name"] == "mcp_call_after_reasoning_and_text")
-    output = end_of_turn("mirothinker", case["output"], case["prefix"], case["tools"])
+    case, output = corpus_output("mirothinker", "mcp_call_after_reasoning_and_text")
     assert "<server_name>search_and_scrape_webpage</server_name>" in output
     tag = structural_tag("mirothinker", case["tools"], prefix=case["prefix"])
     assert admits(tag, output)
