@@ -555,8 +555,14 @@ def test_python_call_lists_follow_the_tools_schemas(name, begin, end):
     assert [call["function"] for call in rt.parse_response(region(weather, search), name, prefix="", tools=TOOLS)[
         "tool_calls"]] == [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}},
                            {"name": "search_web", "arguments": {"query": "it's", "safe": False, "tags": ["a"]}}]
+    # keyword arguments in any order (a model writes them in the order it learnt), each once
+    reordered = region("search_web(tags=['a'], safe=False, query='x')")
+    assert admits(required, reordered)
+    assert rt.parse_response(reordered, name, prefix="", tools=TOOLS)["tool_calls"][0]["function"]["arguments"] == {
+        "tags": ["a"], "safe": False, "query": "x"}
     for refused in (region(), region("get_weather(days=2)"), region("get_weather(city=3)"),
-                    region("get_weather(city='a)]b')"), region("get_weather('Paris')")):
+                    region("get_weather(city='a)]b')"), region("get_weather('Paris')"),
+                    region("get_weather(city='a', days=1, city='b')")):
         assert not admits(required, refused), refused  # no call, a required argument missing, a wrong type, ...
     single = structural_tag(name, TOOLS, prefix="", tool_choice="required", parallel_tool_calls=False)
     assert admits(single, region(weather)) and not admits(single, region(weather, weather))
@@ -952,8 +958,13 @@ def test_a_block_of_calls_one_per_line_is_one_region_whose_calls_are_lines():
     assert [call["function"]["name"] for call in rt.parse_response(two, "minimax_m1", prefix="", tools=TOOLS)[
         "tool_calls"]] == ["get_weather", "get_time"]
     assert admits(required, two.replace("<tool_calls>", "<tool_calls>\n").replace("</tool_calls>", "\n</tool_calls>"))
-    # a call object over two lines, one block per call, two blocks: not written
+    # a call object over two lines, one block per call, two blocks: not written; nor a call object whose name
+    # comes after its arguments (the parser finds a call by `{"name"` at a line's start), though arguments may
+    # come in any order
     assert not admits(required, two.replace('"arguments": {"city"', '"arguments":\n{"city"'))
+    assert not admits(required, two.replace('{"name": "get_time", "arguments": {}}',
+                                            '{"arguments": {}, "name": "get_time"}'))
+    assert admits(required, two.replace('{"city": "Paris"}', '{"days": 2, "city": "Paris"}'))
     assert not admits(required, two.replace("}}\n{", "}}</tool_calls><tool_calls>{"))
     assert not admits(structural_tag("minimax_m1", TOOLS, tool_choice="required", parallel_tool_calls=False), two)
     # under "auto", text after the block cannot start another call object on a line of its own
@@ -986,9 +997,13 @@ def test_keyword_arguments_follow_the_schema_in_a_block_of_call_lines():
     # the parser would end these values early: a quote inside a raw string, `, x=` inside a nested string
     assert not admits(required, raw.replace("cheap flights", "it's cheap"))
     assert not admits(required, two.replace('{"lang": "fr"}', '{"lang": "fr, x=1"}'))
-    # arguments out of the schema's order, a required one left out: not written
-    assert not admits(required, "<function_calls>search_web(safe=true, query=\"a\")</function_calls>")
+    # arguments in any order, each once, the required ones always
+    reordered = "<function_calls>search_web(safe=true, query=\"a\")</function_calls>"
+    assert admits(required, reordered)
+    assert rt.parse_response(reordered, "olmo3", prefix="", tools=TOOLS)["tool_calls"][0]["function"][
+        "arguments"] == {"safe": True, "query": "a"}
     assert not admits(required, "<function_calls>search_web(query=\"a\")</function_calls>")
+    assert not admits(required, "<function_calls>search_web(query=\"a\", safe=true, query=\"b\")</function_calls>")
 
 
 def test_a_tag_attribute_naming_the_value_type_follows_the_schema():
@@ -1124,7 +1139,7 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
 # (298 of 409 when this floor was set, the templates compiled for forced calls only counted as refusing under
 # "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 318
+ADMITTED_FLOOR = 319
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

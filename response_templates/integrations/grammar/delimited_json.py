@@ -37,15 +37,16 @@ def write_delimited(value: Any, delimiters: tuple) -> str:
 
 
 class DelimitedJsonRules(ValueRules):
-    """The EBNF of one value typed by `schema`: objects' properties in the schema's order (the required ones always)
-    with bare keys, strings between `delimiters` holding none of `markers` (nor the closing delimiter, nor a marker
+    """The EBNF of one value typed by `schema`: objects' properties in any order (see `ValueRules`; the root's in the
+    schema's order if `ordered_root`) with bare keys, strings between `delimiters` holding none of `markers` (nor the closing delimiter, nor a marker
     that would run from the string into it), numbers and constants as JSON writes them (and Python's
     `True`/`False`/`None`, which the parser reads too)."""
 
     dialect = "delimited JSON"
 
-    def __init__(self, seed: str, schema: Any, delimiters: tuple, markers: list):
+    def __init__(self, seed: str, schema: Any, delimiters: tuple, markers: list, ordered_root: bool = False):
         super().__init__(seed)
+        self.ordered_root = ordered_root
         self.delimiters = delimiters
         self.ends = [text for text in [*markers, delimiters[1]] if text]
         text = self.text_without(self.ends, delimiters[1])

@@ -1,5 +1,5 @@
-"""What the EBNF grammars built per tool share (xgrammar's `grammar` format): named rules, members written in
-the schema's order with the optional ones left out or not, and text that holds none of a list of markers."""
+"""What the EBNF grammars built per tool share (xgrammar's `grammar` format): named rules, members written in any
+order (or the schema's) with the optional ones left out or not, and text that holds none of a list of markers."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ UNSUPPORTED_KEYWORDS = (
     "dependentSchemas",
 )
 MAX_DEPTH = 8
+# Objects of this many members or fewer may write them in any order (a rule per subset: 2**n rules).
+ANY_ORDER_MOST = 5
 
 
 def quoted(text: str) -> str:
@@ -108,9 +110,13 @@ class EbnfRules:
             self.rules[names[state.text]] = " | ".join(choices)
         return names[""]
 
-    def _members(self, members: list, separator: str) -> str:
-        """The members (text, required) in order, `separator` between them, the optional ones left out or not:
-        `head[i]` writes them from i on when none came before, `tail[i]` when one did."""
+    def _members(self, members: list, separator: str, any_order: bool = True) -> str:
+        """The members (text, required), `separator` between them, the optional ones left out or not, each at most
+        once: in any order where there are ANY_ORDER_MOST of them or fewer (a model writes arguments in the order
+        it learnt, which need not be the schema's: chat templates that sort keys, or the caller's order), else (or
+        unless `any_order`) in the given order."""
+        if any_order and len(members) <= ANY_ORDER_MOST:
+            return self._members_any_order(members, separator)
         head, tail = ['""'] * (len(members) + 1), ['""'] * (len(members) + 1)
         for at in range(len(members) - 1, -1, -1):
             text, required = members[at]
@@ -120,15 +126,32 @@ class EbnfRules:
             head[at] = self._rule(f"{text} {after}" if required else f"({text} {after}) | {head[at + 1]}")
         return head[0]
 
+    def _members_any_order(self, members: list, separator: str) -> str:
+        """The members in any order: a rule per set of members written so far (a bit mask), which writes one of the
+        others next or ends once every required one is written."""
+        if not members:
+            return '""'
+        needed = sum(1 << at for at, (_, required) in enumerate(members) if required)
+        full = (1 << len(members)) - 1
+        names = {mask: f"{self.prefix}_{len(self.rules)}_{mask}" for mask in range(full + 1)}
+        for mask in range(full + 1):
+            choices = ['""'] if mask & needed == needed else []
+            lead = f"{separator} " if mask else ""
+            choices += [f"{lead}{text} {names[mask | 1 << at]}" for at, (text, _) in enumerate(members)
+                        if not mask & 1 << at]
+            self.rules[names[mask]] = " | ".join(f"({choice})" for choice in choices)
+        return names[0]
+
 
 class ValueRules(EbnfRules):
     """Values typed by a JSON schema, in a literal syntax a subclass spells: its `dialect` (for messages), the
     `separator` rule between items and members, rules for a value and an object of any type, a rule per JSON type of
-    scalar, and how a constant and a member's key are written. Objects' members are written in the schema's order,
-    the required ones always."""
+    scalar, and how a constant and a member's key are written. Objects' members are written in any order (see
+    `_members`), the required ones always."""
 
     dialect = ""
     separator = '","'
+    ordered_root = False  # the root object's members in the schema's order (a call object the parser reads so)
     any_value = any_object = root = ""
     scalars: dict[str, str] = {}
 
@@ -198,5 +221,6 @@ class ValueRules(EbnfRules):
             required = set(schema.get("required") or [])
             members = [(f"{self.key(key)} {self.value(item, depth + 1)}", key in required)
                        for key, item in properties.items()]
-            return self._rule(f'"{{" {self._members(members, self.separator)} "}}"')
+            members_rule = self._members(members, self.separator, any_order=depth > 0 or not self.ordered_root)
+            return self._rule(f'"{{" {members_rule} "}}"')
         raise _Dead(f"argument type {kind!r} is not compiled for {self.dialect}")

@@ -230,11 +230,14 @@ def _finite_numbers(schema: Any) -> Any:
     return out
 
 
-def _json_body(schema: dict, args: dict, markers: list, seed: str = "", one_line: bool = False) -> tuple:
+def _json_body(schema: dict, args: dict, markers: list, seed: str = "", one_line: bool = False,
+               call_object: bool = False) -> tuple:
     """JSON content: the format, and (style) how a value is written: "json", "json-one-line" (`one_line`: no line
     break between tokens, through an EBNF grammar), "gemma" (Gemma 4's unquoted keys and `<|"|>` strings,
     xgrammar's own style) or the pair of string delimiters of other JSON with bare keys (FunctionGemma's `<escape>`,
-    through an EBNF grammar). `seed` names an EBNF grammar's rules."""
+    through an EBNF grammar). `seed` names an EBNF grammar's rules. `call_object`: the schema is a whole call
+    (`{"name": ..., "arguments": ...}`), whose keys an EBNF grammar keeps in the schema's order (the order the
+    parser was found to read; the arguments inside may come in any order)."""
     style: Any = "json"
     unquoted = bool(args.get("unquoted_keys"))
     delims = [tuple(pair) for pair in args.get("string_delims") or []]
@@ -242,13 +245,13 @@ def _json_body(schema: dict, args: dict, markers: list, seed: str = "", one_line
         if unquoted and delims == [('<|"|>', '<|"|>')]:
             style = "gemma"
         elif unquoted and len(delims) == 1 and all(delims[0]):
-            rules = DelimitedJsonRules(seed, schema, delims[0], markers)
+            rules = DelimitedJsonRules(seed, schema, delims[0], markers, call_object)
             return {"type": "grammar", "grammar": rules.grammar()}, delims[0]
         else:
             raise _Dead("JSON with several string delimiters, or with delimited strings but quoted keys, is not "
                         "supported")
     elif one_line:
-        return {"type": "grammar", "grammar": SpacedJsonRules(seed, schema, markers).grammar()}, "json-one-line"
+        return {"type": "grammar", "grammar": SpacedJsonRules(seed, schema, markers, call_object).grammar()}, "json-one-line"
     body = {"type": "json_schema", "json_schema": _finite_numbers(schema), "style": style, "excludes": list(markers),
             "max_whitespace_cnt": _JSON_WS_MAX}
     return body, style
@@ -642,7 +645,7 @@ def _block_form(field_spec: dict, name: str, parameters: dict, in_strings: list,
         # a call object per line, {"name": ..., "arguments": ...}
         schema = {"type": "object", "properties": {"name": {"const": name}, "arguments": parameters},
                   "required": ["name", "arguments"], "additionalProperties": False}
-        body = _json_body(schema, field_spec.get("content_args") or {}, in_strings, name, True)[0]
+        body = _json_body(schema, field_spec.get("content_args") or {}, in_strings, name, True, True)[0]
         item: dict = body
 
         def line(tool: str, arguments: dict) -> str:
@@ -772,7 +775,7 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
                 return _json_body({**listed, **({} if parallel else {"maxItems": 1})}, args, in_strings)[0]
 
             schema = {"type": "array", "items": item, "minItems": 1}
-        body, style = _json_body(schema, args, in_strings, name, one_line and not each)
+        body, style = _json_body(schema, args, in_strings, name, one_line and not each, keys is not None)
         body_elements = [_ws(0), body, _ws(0)]
         if keys is not None and not each and style == "json":
             # the call object's keys in the other order too (Inkling's chat template writes "args" before "name"),

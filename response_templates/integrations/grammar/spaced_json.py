@@ -15,15 +15,16 @@ RAW_EXCLUDED = ['"', "\\"] + [chr(code) for code in range(32)]
 
 
 class SpacedJsonRules(ValueRules):
-    """The EBNF of one JSON value typed by `schema`, on one line: objects' properties in the schema's order (the
-    required ones always), strings holding none of `markers` (nor `forbidden`), a space at most after each `:` and
-    `,`."""
+    """The EBNF of one JSON value typed by `schema`, on one line: objects' properties in any order (see
+    `ValueRules`; the root's in the schema's order if `ordered_root`), strings holding none of `markers` (nor
+    `forbidden`), a space at most after each `:` and `,`."""
 
     dialect = "JSON on one line"
     forbidden: tuple = ()  # what strings, keys and constants may not hold besides the markers
 
-    def __init__(self, seed: str, schema: Any, markers: list):
+    def __init__(self, seed: str, schema: Any, markers: list, ordered_root: bool = False):
         super().__init__(seed)
+        self.ordered_root = ordered_root
         self.markers = [text for text in markers if text]
         self.escape = self._rule('"\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])')
         text = self.text_without(self.markers + RAW_EXCLUDED + list(self.forbidden), '"', self.escape)
