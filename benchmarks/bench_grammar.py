@@ -1,9 +1,10 @@
 """Cost of the tool-call constraint: our structural tags against xgrammar's hand-written ones, same run.
 
-    python benchmarks/bench_grammar.py [--quick] [NAME ...]
+    python benchmarks/bench_grammar.py [--quick] [--tools N] [NAME ...]
 
 For each library template that xgrammar 0.2.9 also covers by name (`get_model_structural_tag`), with two tools
-(one string/integer, one with an object, a list and a boolean), under tool_choice "auto" ("required" for
+(one string/integer, one with an object, a list and a boolean; `--tools N`: N tools, copies of those two under
+other names, as an agent's tool set), under tool_choice "auto" ("required" for
 templates compiled for forced calls only): the time to build the tag (the first call in the process, which runs
 the compiler's probes, and the median of later calls), the tag's size, and xgrammar's compile time (its cache off)
 for both tags over a 32,000-token vocabulary (random pieces of text plus the template's markers). Prints medians
@@ -14,6 +15,7 @@ write other spellings), so the ratio is a cost comparison, not a claim of equiva
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import random
@@ -46,6 +48,16 @@ TOOLS = [
 ]
 
 
+def _tools(count: int) -> list:
+    """`count` tools: the two above, then copies of them under other names."""
+    tools = []
+    for at in range(count):
+        tool = copy.deepcopy(TOOLS[at % 2])
+        tool["function"]["name"] += "" if at < 2 else f"_{at}"
+        tools.append(tool)
+    return tools
+
+
 def _vocabulary(markers: list) -> list:
     rng = random.Random(0)
     alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-.,:;{}[]()<>|\"'=/\\\n\t"
@@ -66,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="library templates (default: every one xgrammar also covers)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (3 instead of 7)")
+    parser.add_argument("--tools", type=int, default=2, metavar="N", help="how many tools (default 2)")
     args = parser.parse_args(argv)
     try:
         import xgrammar as xgr
@@ -77,7 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"no xgrammar peer for {', '.join(unknown)}; known: {', '.join(PEERS)}", file=sys.stderr)
         return 2
+    if args.tools < 1:
+        print("--tools must be at least 1", file=sys.stderr)
+        return 2
     repeats = 3 if args.quick else 7
+    tools = _tools(args.tools)
     rows, ratios = [], []
     print(f"{'template':16} {'first ms':>9} {'build ms':>9} {'KB':>7} {'xgr KB':>7} {'compile ms':>11} "
           f"{'xgr ms':>8} {'ours/xgr':>9}")
@@ -85,17 +102,17 @@ def main(argv: list[str] | None = None) -> int:
         choice = "auto"
         start = time.perf_counter()
         try:
-            ours = structural_tag(name, TOOLS, tool_choice=choice)
+            ours = structural_tag(name, tools, tool_choice=choice)
         except rt.GrammarError:
             choice = "required"
-            ours = structural_tag(name, TOOLS, tool_choice=choice)
+            ours = structural_tag(name, tools, tool_choice=choice)
         first = (time.perf_counter() - start) * 1000
         builds = []
         for _ in range(repeats):
             start = time.perf_counter()
-            structural_tag(name, TOOLS, tool_choice=choice)
+            structural_tag(name, tools, tool_choice=choice)
             builds.append((time.perf_counter() - start) * 1000)
-        peer = get_model_structural_tag(PEERS[name], TOOLS, tool_choice=choice).model_dump(exclude_none=True)
+        peer = get_model_structural_tag(PEERS[name], tools, tool_choice=choice).model_dump(exclude_none=True)
         words = _vocabulary(_markers(rt.get_template(name)))
         info = xgr.TokenizerInfo(words, stop_token_ids=[len(words) - 1])
         compiled, peer_compiled = _compile_ms(xgr, info, ours, repeats), _compile_ms(xgr, info, peer, repeats)
