@@ -38,9 +38,9 @@ def write_delimited(value: Any, delimiters: tuple) -> str:
 
 class DelimitedJsonRules(ValueRules):
     """The EBNF of one value typed by `schema`: objects' properties in any order (see `ValueRules`; the root's in the
-    schema's order if `ordered_root`) with bare keys, strings between `delimiters` holding none of `markers` (nor the closing delimiter, nor a marker
-    that would run from the string into it), numbers and constants as JSON writes them (and Python's
-    `True`/`False`/`None`, which the parser reads too)."""
+    schema's order if `ordered_root`) with bare keys, strings between `delimiters` holding none of `markers` (nor
+    the closing delimiter, nor a marker that would run from the string into it), numbers and constants as JSON
+    writes them (and Python's `True`/`False`/`None`, which the parser reads too)."""
 
     dialect = "delimited JSON"
 

@@ -217,7 +217,10 @@ class ValueRules(EbnfRules):
         if kind == "object":
             properties = schema.get("properties")
             if not properties:
-                return '"{}"' if schema.get("additionalProperties", True) is False else self.any_object
+                # (members the schema does not list are not written, as xgrammar's JSON schemas do not: an object of
+                # any members is one without "properties")
+                free = "properties" not in schema and schema.get("additionalProperties", True) is not False
+                return self.any_object if free else '"{}"'
             required = set(schema.get("required") or [])
             members = [(f"{self.key(key)} {self.value(item, depth + 1)}", key in required)
                        for key, item in properties.items()]

@@ -173,6 +173,10 @@ def _sample(schema: Any, depth: int = 0, pairs: bool = False) -> Any:
         kind = kind[0] if kind else None
     if kind == "object" or (kind is None and "properties" in schema):
         properties = schema.get("properties") or {}
+        if pairs and "properties" not in schema and schema.get("additionalProperties", True) is not False:
+            # an object of any members: the grammar may write any JSON there, so JSON's closers meeting too (an
+            # object ending in an object, then another opening with one: `}}, {"k": {`)
+            return {"k": [{"k": {"k": 1}}, {"k": {"k": [1]}}]}
         return {key: _sample(value, depth + 1, pairs) for key, value in properties.items()} if depth < 4 else {}
     if kind == "array":
         return [_sample(schema.get("items"), depth + 1, pairs)] * (2 if pairs else 1) if depth < 4 else []
@@ -251,7 +255,8 @@ def _json_body(schema: dict, args: dict, markers: list, seed: str = "", one_line
             raise _Dead("JSON with several string delimiters, or with delimited strings but quoted keys, is not "
                         "supported")
     elif one_line:
-        return {"type": "grammar", "grammar": SpacedJsonRules(seed, schema, markers, call_object).grammar()}, "json-one-line"
+        one_line_rules = SpacedJsonRules(seed, schema, markers, call_object)
+        return {"type": "grammar", "grammar": one_line_rules.grammar()}, "json-one-line"
     body = {"type": "json_schema", "json_schema": _finite_numbers(schema), "style": style, "excludes": list(markers),
             "max_whitespace_cnt": _JSON_WS_MAX}
     return body, style

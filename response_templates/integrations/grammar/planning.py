@@ -312,7 +312,8 @@ class _NoParseBack(GrammarError):
 
 
 class _LineBreaksEndCalls(_NoParseBack):
-    """Calls whose JSON arguments hold line breaks between tokens do not parse back: JSON on one line may."""
+    """Calls whose JSON arguments hold line breaks between tokens (or closers meeting) do not parse back: JSON on one
+    line may."""
 
 
 # How many writings of a call's closer the planner tries (the template's order) before it gives up.
@@ -998,8 +999,9 @@ def _self_check(plan: _Plan) -> None:
                     (form.tool, samples[form.tool])]:
                 form.list_ids.remove(key)
                 del form.list_item["properties"][key]
-    # JSON arguments may hold whitespace (line breaks) between any tokens: a closer that also matches where nested
-    # objects end before a line break (Llama's `}` `}`) would end such a call inside its arguments
+    # JSON arguments may hold whitespace (line breaks) between any tokens, and JSON's closers meeting (`}}, {"k": {`
+    # in an object of any members): a closer that also matches where nested objects end before a line break (Llama's
+    # `}` `}`), or before another object (Apertus's `}}, {"NAME": {`), would end such a call inside its arguments
     for form in forms:
         if form.write_laid_out is None:
             continue
@@ -1012,8 +1014,9 @@ def _self_check(plan: _Plan) -> None:
                 message = _read(plan, lead + written)
                 if _calls_read(message) != wanted:
                     raise _LineBreaksEndCalls(
-                        "calls whose JSON arguments hold line breaks between tokens (whitespace the grammar allows) "
-                        f"do not parse back: {written[:160]!r} gives {_calls_read(message) if message else 'a parse error'}")
+                        "calls whose JSON arguments hold what the grammar allows there (line breaks between tokens, "
+                        "nested objects and lists whose closers meet) do not parse back: "
+                        f"{written[:160]!r} gives {_calls_read(message) if message else 'a parse error'}")
     # an optional part (or another writing: the call object's keys in the other order) stays allowed only where a
     # call written with it parses as the same call, alone, after another call and before text (DSML's self-closing `/` after the
     # tool's name does not: parameters follow)
