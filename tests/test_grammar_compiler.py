@@ -98,3 +98,24 @@ def test_bad_tool_choices_are_named():
         rt.structural_tag("qwen3", TOOLS, tool_choice="any")
     with pytest.raises(GrammarError, match="needs at least one tool"):
         rt.structural_tag("qwen3", [], tool_choice="required")
+
+
+@pytest.mark.parametrize("name", ["qwen3", "deepseek_v4", "gpt-oss", "gemma-3"])
+def test_a_returned_tag_is_the_callers_to_change(name):
+    # engines add to what they are given (vLLM's structured-output params keep the dict): changing one tag must not
+    # change the next one built from what the compiler keeps
+    first = rt.structural_tag(name, TOOLS, tool_choice="required")
+    expected = json.dumps(first)
+
+    def change(node):
+        if isinstance(node, dict):
+            for value in list(node.values()):
+                change(value)
+            node["changed"] = True
+        elif isinstance(node, list):
+            for item in node:
+                change(item)
+            node.append("changed")
+
+    change(first)
+    assert json.dumps(rt.structural_tag(name, TOOLS, tool_choice="required")) == expected

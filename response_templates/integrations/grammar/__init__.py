@@ -24,7 +24,6 @@ xgrammar itself is not imported here: the result is plain JSON.
 """
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from ...core.errors import GrammarError
@@ -78,7 +77,8 @@ def structural_tag(template: Any, tools: Any = None, *, prefix: str = "", tool_c
         with_calls = _plan(template, [_STAND_IN_TOOL], prefix)
         if with_calls.answer_starts:
             plan = with_calls
-    return copy.deepcopy(_build(plan, tool_choice, bool(parallel_tool_calls)))
+    # (a tag of new containers only: the caller may change it without touching what the compiler caches)
+    return _build(plan, tool_choice, bool(parallel_tool_calls))
 
 
 def explain(template: Any, tools: Any = None, *, prefix: str = "") -> list:
