@@ -3,6 +3,7 @@ groups, optional parts the grammar allows) and the marker texts free text must n
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re as _re
 from contextvars import ContextVar
@@ -74,7 +75,10 @@ def _unique_groups(pattern: str) -> str:
     return regex.sub(r"\(\?P<([A-Za-z_]\w*)>", rename, pattern)
 
 
+@functools.lru_cache(maxsize=1024)
 def _parse_pattern(pattern: str) -> tuple:
+    """(Python's parse of the pattern, the names of its groups by number). Cached: a tag reads the same patterns for
+    every tool; callers only read the parse."""
     try:
         parsed = _sre_parse.parse(_unique_groups(pattern))
     except (_re.error, RecursionError) as error:  # the regex module's syntax beyond Python's (rare in templates)
