@@ -172,6 +172,7 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
             plan = planning._plan(name, TOOLS, prefix)
             sections = [marker for pair in plan.wrappers for marker in pair]
             line_blocks = [form.begin for form in plan.calls.values() if form.block_lines]
+            listed = [form.begin for form in plan.calls.values() if form.list_body is not None and not form.block_lines]
             for text in walks(tag, rng, markers=patterns._markers(rt.get_template(name))):
                 where = f"{name} prefix={prefix[-40:]!r} tool_choice={choice} parallel={parallel}: {text!r}"
                 try:
@@ -179,7 +180,7 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                 except ValueError as error:
                     raise AssertionError(f"the parser refuses an admitted string ({error}): {where}") from None
                 calls = message.get("tool_calls") or []
-                meant = opened_calls(tag, text, sections, line_blocks)
+                meant = opened_calls(tag, text, sections, line_blocks, listed)
                 assert len(calls) == meant, f"{len(calls)} calls parsed, {meant} opened: {where} -> {message}"
                 if choice == "none":
                     assert not calls, where
@@ -195,14 +196,15 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                     jsonschema.validate(function["arguments"], SCHEMAS[function["name"]])
 
 
-def opened_calls(tag, text, sections=(), line_blocks=()):
+def opened_calls(tag, text, sections=(), line_blocks=(), listed=()):
     """How many calls the grammar opened in `text`: its call begins, which free text and arguments cannot hold,
     each followed by that call's end (a begin may also start markup inside a call: `<｜DSML｜` of a parameter).
     `sections`: the markers (openers and closers) of sections around calls; their calls are counted inside them, and
     a section marker that starts like a call (MiniMax M3's namespace token starts both) opens none, nor does a content
     message that opens like one (gpt-oss's commentary preamble). A tag holding a JSON list of calls (Mistral v3's
     `[TOOL_CALLS][...]`) opens as many calls as the list has items; so does a block of calls one per line (MiniMax
-    M1's `<tool_calls>`, OLMo 3's `<function_calls>`), whose begin is in `line_blocks`."""
+    M1's `<tool_calls>`, OLMo 3's `<function_calls>`), whose begin is in `line_blocks`, and a list of calls whose
+    begin is in `listed` (Apertus's `<|tools_prefix|>[{"NAME": {...}}, ...]`)."""
     pairs = set()
     lists = set()
     messages = set()  # the begins of content messages, which may start like a call (gpt-oss's preamble)
@@ -236,7 +238,7 @@ def opened_calls(tag, text, sections=(), line_blocks=()):
 
     def visit(node):
         if isinstance(node, dict):
-            if node.get("type") == "tag" and (holds_list(node["content"]) or node["begin"] in line_blocks):
+            if node.get("type") == "tag" and (holds_list(node["content"]) or node["begin"] in (*line_blocks, *listed)):
                 # a region holding the list of calls
                 pairs.add((node["begin"], node["end"]))
                 lists.add((node["begin"], node["end"]))
@@ -250,7 +252,7 @@ def opened_calls(tag, text, sections=(), line_blocks=()):
                         visit(tag_node["content"])  # a section around calls: count the calls in it
                     else:
                         call_pair(tag_node)
-                        if holds_list(tag_node["content"]) or tag_node["begin"] in line_blocks:
+                        if holds_list(tag_node["content"]) or tag_node["begin"] in (*line_blocks, *listed):
                             lists.add((tag_node["begin"], tag_node["end"]))
                 return
             if node.get("type") == "or" and all(item.get("type") == "tag" for item in node["elements"]):
@@ -1137,9 +1139,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (319 of 440 when this floor was last set, the templates compiled for forced calls only counted as refusing under
-# "auto"): it may grow, not shrink.
-ADMITTED_FLOOR = 319
+# (317 of 440 when this floor was last set, the templates compiled for forced calls only counted as refusing under
+# "auto"; Apertus became one of them, its text able to open calls): it may grow, not shrink.
+ADMITTED_FLOOR = 317
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():
@@ -1199,10 +1201,29 @@ def test_an_object_of_any_members_is_refused_where_closers_meeting_inside_it_wou
         rt.parse_response(f'<|tools_prefix|>[{{"search_web": {nested}}}]<|tools_suffix|>', "apertus", prefix="",
                           tools=free)
     with pytest.raises(GrammarError, match="closers meet"):
-        structural_tag("apertus", free)
+        structural_tag("apertus", free, tool_choice="required")
     # a template whose calls such JSON cannot end keeps compiling it, and the call reads back whole
     tag = structural_tag("qwen3", free, tool_choice="required")
     text = f'<tool_call>\n{{"name": "search_web", "arguments": {nested}}}\n</tool_call>'
     assert admits(tag, text)
     assert rt.parse_response(text, "qwen3", prefix="", tools=free)["tool_calls"][0]["function"]["arguments"] == (
         json.loads(nested))
+
+
+def test_calls_that_are_the_items_of_one_list_are_written_as_that_list():
+    # Apertus's chat template writes its calls as one list, `, ` between them; the next call opens with
+    # `, {"NAME": ` after the previous call's `}`, anywhere in the text, so text cannot stand beside the calls
+    case, output = corpus_output("apertus", "text_and_parallel_calls")
+    assert '}}, {"search_web"' in output
+    for choice in ("auto", "none"):
+        with pytest.raises(GrammarError, match="wherever it follows a call's end"):
+            structural_tag("apertus", case["tools"], prefix=case["prefix"], tool_choice=choice)
+    required = structural_tag("apertus", case["tools"], prefix=case["prefix"], tool_choice="required")
+    calls = output[output.index("<|tools_prefix|>"):]
+    assert admits(required, calls)
+    assert [call["function"]["name"] for call in rt.parse_response(
+        calls, "apertus", prefix=case["prefix"], tools=case["tools"])["tool_calls"]] == ["get_weather", "search_web"]
+    single = structural_tag("apertus", case["tools"], prefix=case["prefix"], tool_choice="required",
+                            parallel_tool_calls=False)
+    assert not admits(single, calls)
+    assert not admits(required, "Checking." + calls)  # no text beside them

@@ -595,12 +595,16 @@ def _opener(field_spec: dict) -> tuple:
 class _Block:
     """Calls written as the lines of one block (MiniMax M1's `<tool_calls>` of call objects, OLMo 3's
     `<function_calls>` of `NAME(...)` lines): the first opens with the block's opener, the next ones with what
-    follows it there (nothing, or the tool's name), at the start of a line."""
+    follows it there (nothing, or the tool's name), at the start of a line. Or as the items of one list (Apertus's
+    `<|tools_prefix|>[{"NAME": {...}}, {"NAME": {...}}]<|tools_suffix|>`): the next ones open with a separator
+    (`, `) and what follows the block's opener (`{"NAME": `)."""
 
-    begin: str  # the block's opener (`<tool_calls>`)
+    begin: str  # the block's opener (`<tool_calls>`, `<|tools_prefix|>`)
     head: list  # the opener's pieces after it, which open each call (the name and `(`, or none)
-    item_close: str  # the text that ends each call before its line break (`)`, or none)
+    item_close: str  # the text that ends each call: before its line break (`)`, or none), before a separator (`}`)
     ends: list  # the markers that may end the block (`</tool_calls>`), in the template's order
+    opening: list = field(default_factory=list)  # the pieces after `begin` that open the list (`[`)
+    separator: list | None = None  # the pieces between two calls of a list (`,` between whitespace); None: lines
 
 
 def _block(field_spec: dict, open_spec: Any, opener: list, writings: list) -> _Block | None:
@@ -634,10 +638,74 @@ def _block(field_spec: dict, open_spec: Any, opener: list, writings: list) -> _B
     return _Block(begin, head, item_close, ends) if ends else None
 
 
+def _listed_block(field_spec: dict, open_spec: Any, opener: list, writings: list) -> _Block | None:
+    """The list the calls are items of, or None: the opener has another writing that is a separator and the same
+    head (`, {"NAME": ` beside `<|tools_prefix|>[{"NAME": `), the closer's first writing is literal text (`}`,
+    before the next item) and another writing is that text and the list's end, a marker (`}]<|tools_suffix|>`)."""
+    def solid(pieces: list) -> list:
+        return [(piece.kind, piece.text) for piece in pieces if piece.kind != "ws"]
+
+    def cut(pieces: list, kept: int) -> int:  # where the last `kept` solid pieces start
+        solids = [at for at, piece in enumerate(pieces) if piece.kind != "ws"]
+        return solids[len(solids) - kept]
+
+    if not writings or field_spec.get("transform_each"):
+        return None
+    try:
+        others = _skeletons(open_spec, "open", spread=True)
+    except _Dead:
+        return None
+    mine = solid(opener)
+    for other in others:
+        theirs = solid(other)
+        size = 0
+        while size < min(len(mine), len(theirs)) and mine[-1 - size] == theirs[-1 - size]:
+            size += 1
+        if not 0 < size < min(len(mine), len(theirs)) or ("group", "name") not in mine[-size:]:
+            continue
+        if any(kind != "lit" for kind, _ in mine[:-size] + theirs[:-size]):
+            continue
+        at = next((index for index, piece in enumerate(opener) if piece.kind != "lit"), len(opener))
+        start = cut(opener, size)
+        begin = "".join(piece.text for piece in opener[:min(at, start)])
+        closing = solid(writings[0])
+        if not begin or not closing or any(kind != "lit" for kind, _ in closing):
+            return None
+        item_close = "".join(text for _, text in closing)
+        ends = []
+        for ending in writings[1:]:
+            texts = solid(ending)
+            text = "".join(piece for _, piece in texts)
+            if all(kind == "lit" for kind, _ in texts) and text.startswith(item_close) and text != item_close:
+                ends.append(text[len(item_close):])
+        ends = [end for end in dict.fromkeys(ends) if not _plain(end)]
+        if not ends:
+            return None
+        return _Block(begin, opener[start:], item_close, ends, opening=opener[min(at, start):start],
+                      separator=other[:cut(other, size)])
+    return None
+
+
+def _list_separator(field_spec: dict) -> str | None:
+    """Where the calls are the items of a list (_listed_block), the literal text their separator starts with (`,`):
+    the parser opens the next call wherever that text follows a call's end (Apertus's `}`), in free text too. None
+    where they are not."""
+    try:
+        opener = _opener(field_spec)[0]
+        writings = _skeletons(_delimiter_spec(field_spec, "close", "close_pattern"), "close", spread=True)
+    except _Dead:
+        return None
+    block = _listed_block(field_spec, _delimiter_spec(field_spec, "open", "open_pattern"), opener, writings)
+    if block is None or block.separator is None:
+        return None
+    return _split(block.separator, None)[2].strip() or None
+
+
 def _block_form(field_spec: dict, name: str, parameters: dict, in_strings: list, block: _Block,
-                end: str) -> _CallForm:
+                end: str, one_line: bool = False) -> _CallForm:
     """The call of a tool as one line of a block (_Block) that ends with `end`: the block is one region holding
-    the list of calls, a call per line, each on one line (a line break would end it)."""
+    the list of calls, a call per line, each on one line (a line break would end it); or, where its calls are
+    the items of a list, the calls between separators (`one_line`: JSON arguments hold no line break)."""
     content = field_spec.get("content")
     transform = field_spec.get("transform")
     function = transform.get("function") if isinstance(transform, dict) else None
@@ -646,14 +714,28 @@ def _block_form(field_spec: dict, name: str, parameters: dict, in_strings: list,
         lead, formats, text = _split(block.head, tool)
         return ([_const(lead)] if lead else []) + formats, text
 
-    if content == "json" and function == "{content}" and not block.head:
+    lines = block.separator is None
+    laid_out = False  # whether the JSON arguments may hold line breaks (a list's items, not a block's lines)
+    item: dict
+    if not lines and content == "json" and function == {"name": "{name}", "arguments": "{content}"}:
+        # `{"NAME": ` then the arguments, then the item's end
+        formats, _ = head(name)
+        body, style = _json_body(parameters, field_spec.get("content_args") or {}, in_strings, name, one_line)
+        item = {"type": "sequence", "elements": [*formats, body, _ws(0), _const(block.item_close)]}
+        laid_out = style == "json"
+
+        def line(tool: str, arguments: dict, spread: bool = False) -> str:
+            written = "\n" + _laid_out_json(arguments) + "\n" if spread else _write_json(arguments, style)
+            return head(tool)[1] + written + block.item_close
+    elif not lines:
+        raise _Dead("a list of calls with separators is compiled for JSON arguments only")
+    elif content == "json" and function == "{content}" and not block.head:
         # a call object per line, {"name": ..., "arguments": ...}
         schema = {"type": "object", "properties": {"name": {"const": name}, "arguments": parameters},
                   "required": ["name", "arguments"], "additionalProperties": False}
-        body = _json_body(schema, field_spec.get("content_args") or {}, in_strings, name, True, True)[0]
-        item: dict = body
+        item = _json_body(schema, field_spec.get("content_args") or {}, in_strings, name, True, True)[0]
 
-        def line(tool: str, arguments: dict) -> str:
+        def line(tool: str, arguments: dict, spread: bool = False) -> str:
             return json.dumps({"name": tool, "arguments": arguments}, ensure_ascii=False)
     elif (content == "xml-inline" and function == {"name": "{name}", "arguments": "{content}"}
           and _keyword_arguments((field_spec.get("content_args") or {}).get("tag_pattern") or "")):
@@ -663,25 +745,32 @@ def _block_form(field_spec: dict, name: str, parameters: dict, in_strings: list,
         item = {"type": "sequence", "elements": [*formats, body, *([_const(block.item_close)] if block.item_close
                                                                    else [])]}
 
-        def line(tool: str, arguments: dict) -> str:
+        def line(tool: str, arguments: dict, spread: bool = False) -> str:
             return head(tool)[1] + write_keyword_arguments(arguments) + block.item_close
     else:
         raise _Dead("a block of calls, one per line, is compiled for call objects and keyword arguments only")
+
+    sep_lead, sep_formats, sep_text = _split(block.separator, None) if block.separator is not None else (
+        "\n", [], "\n")
+    open_lead, open_formats, open_text = _split(block.opening, None)
 
     def list_body(items: list, parallel: bool) -> dict:
         one = items[0] if len(items) == 1 else {"type": "or", "elements": items}
         if not parallel:
             return one
-        more = {"type": "sequence", "elements": [_const("\n"), one]}
+        more = {"type": "sequence", "elements": [*([_const(sep_lead)] if sep_lead else []), *sep_formats, one]}
         return {"type": "sequence", "elements": [one, {"type": "repeat", "content": more, "min": 0, "max": -1}]}
 
-    def write_list(calls: list, call_id: str | None = None) -> str:
-        return block.begin + "\n".join(line(tool, arguments) for tool, arguments in calls) + end
+    def write_list(calls: list, call_id: str | None = None, spread: bool = False) -> str:
+        return block.begin + open_text + sep_text.join(line(tool, arguments, spread) for tool, arguments in calls) + end
 
-    form = _CallForm(name, block.begin, [_ws(0), list_body([item], True), _ws(0)], end,
-                     lambda arguments: write_list([(name, arguments)]), block_lines=True)
-    form.list_item, form.list_at, form.list_body, form.write_list = item, 1, list_body, write_list
-    if content == "json":  # (on one line, the most whitespace the grammar allows is the canonical writing's)
+    opening = ([_const(open_lead)] if open_lead else []) + open_formats
+    form = _CallForm(name, block.begin, [_ws(0), *opening, list_body([item], True), _ws(0)], end,
+                     lambda arguments: write_list([(name, arguments)]), block_lines=lines)
+    form.list_item, form.list_at, form.list_body, form.write_list = item, 1 + len(opening), list_body, write_list
+    if laid_out:  # (the arguments with a line break around every JSON token, as the grammar allows)
+        form.write_laid_out = lambda arguments: write_list([(name, arguments)], spread=True)
+    elif content == "json":  # (on one line, the most whitespace the grammar allows is the canonical writing's)
         form.write_laid_out = form.write
     return form
 
@@ -717,11 +806,11 @@ def _call_form(field_spec: dict, name: str, parameters: dict, markers: list, clo
         # the closer writes nothing: a call ends where the next one opens or where the turn ends (Mistral's
         # `[TOOL_CALLS]name[ARGS]{...}`); the self-check parses calls written so, and the grammar lets no text follow
         writings = [[]] + writings if not opener else writings + [[]]
-    block = _block(field_spec, open_spec, opener, writings)
+    block = _block(field_spec, open_spec, opener, writings) or _listed_block(field_spec, open_spec, opener, writings)
     if block is not None:
         if closing >= len(block.ends):
             raise IndexError(closing)
-        return _block_form(field_spec, name, parameters, in_strings, block, block.ends[closing])
+        return _block_form(field_spec, name, parameters, in_strings, block, block.ends[closing], one_line)
     if closing >= len(writings):
         raise IndexError(closing)
     closer = _strip_ws(writings[closing], leading=False)

@@ -13,7 +13,16 @@ from typing import Any
 from ...core.errors import GrammarError
 from ...core.parse_whole import parse_response
 from ...core.template import CompiledTemplate, load_template
-from .formats import _call_form, _leading_literal, _opener, _plain, _sample, _stress_samples, _tool_list
+from .formats import (
+    _call_form,
+    _leading_literal,
+    _list_separator,
+    _opener,
+    _plain,
+    _sample,
+    _stress_samples,
+    _tool_list,
+)
 from .patterns import (
     PROMPT,
     SPELL_ALL,
@@ -874,6 +883,10 @@ def _plain_opener(spec: dict | None, triggers: list) -> str | None:
         if _plain(trigger):
             return (f"the call opener {trigger!r} is too plain to tell a call from text (it is also JSON syntax or a "
                     "word): free text could not be kept from opening calls")
+    separator = _list_separator(spec)
+    if separator is not None and _plain(separator):
+        return (f"a call after another opens with {separator!r} wherever it follows a call's end, in text too (a "
+                "lookbehind): free text could not be kept from opening calls")
     return None
 
 
