@@ -607,6 +607,11 @@ class _Block:
     separator: list | None = None  # the pieces between two calls of a list (`,` between whitespace); None: lines
 
 
+def _solid(pieces: list) -> list:
+    """The pieces but whitespace, as (kind, text): what two writings must share to spell the same."""
+    return [(piece.kind, piece.text) for piece in pieces if piece.kind != "ws"]
+
+
 def _block(field_spec: dict, open_spec: Any, opener: list, writings: list) -> _Block | None:
     """The block the calls are lines of, or None: the opener has another writing that is its own without the
     leading marker (or one that writes nothing), the closer's first writing ends with a line break, and the block's
@@ -619,9 +624,8 @@ def _block(field_spec: dict, open_spec: Any, opener: list, writings: list) -> _B
         others = _skeletons(open_spec, "open", spread=True)
     except _Dead:
         others = []
-    spelled = [(piece.kind, piece.text) for piece in head]
-    if not (not head and _writes_nothing(open_spec) or any(
-            [(piece.kind, piece.text) for piece in other if piece.kind != "ws"] == spelled for other in others)):
+    spelled = _solid(head)
+    if not (not head and _writes_nothing(open_spec) or any(_solid(other) == spelled for other in others)):
         return None
     closing = [piece for piece in writings[0] if piece.kind != "ws"]
     if not closing or any(piece.kind != "lit" for piece in closing) or closing[-1].text != "\n":
@@ -642,9 +646,6 @@ def _listed_block(field_spec: dict, open_spec: Any, opener: list, writings: list
     """The list the calls are items of, or None: the opener has another writing that is a separator and the same
     head (`, {"NAME": ` beside `<|tools_prefix|>[{"NAME": `), the closer's first writing is literal text (`}`,
     before the next item) and another writing is that text and the list's end, a marker (`}]<|tools_suffix|>`)."""
-    def solid(pieces: list) -> list:
-        return [(piece.kind, piece.text) for piece in pieces if piece.kind != "ws"]
-
     def cut(pieces: list, kept: int) -> int:  # where the last `kept` solid pieces start
         solids = [at for at, piece in enumerate(pieces) if piece.kind != "ws"]
         return solids[len(solids) - kept]
@@ -655,9 +656,9 @@ def _listed_block(field_spec: dict, open_spec: Any, opener: list, writings: list
         others = _skeletons(open_spec, "open", spread=True)
     except _Dead:
         return None
-    mine = solid(opener)
+    mine = _solid(opener)
     for other in others:
-        theirs = solid(other)
+        theirs = _solid(other)
         size = 0
         while size < min(len(mine), len(theirs)) and mine[-1 - size] == theirs[-1 - size]:
             size += 1
@@ -668,13 +669,13 @@ def _listed_block(field_spec: dict, open_spec: Any, opener: list, writings: list
         at = next((index for index, piece in enumerate(opener) if piece.kind != "lit"), len(opener))
         start = cut(opener, size)
         begin = "".join(piece.text for piece in opener[:min(at, start)])
-        closing = solid(writings[0])
+        closing = _solid(writings[0])
         if not begin or not closing or any(kind != "lit" for kind, _ in closing):
             return None
         item_close = "".join(text for _, text in closing)
         ends = []
         for ending in writings[1:]:
-            texts = solid(ending)
+            texts = _solid(ending)
             text = "".join(piece for _, piece in texts)
             if all(kind == "lit" for kind, _ in texts) and text.startswith(item_close) and text != item_close:
                 ends.append(text[len(item_close):])
