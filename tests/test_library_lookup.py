@@ -186,6 +186,16 @@ def test_a_newer_release_in_another_format_is_not_given_the_older_template():
         ("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16", "nemotron3"),
         ("google/diffusiongemma-26B-A4B-it", "gemma-4"),
         ("LiquidAI/LFM2.5-VL-3B", "lfm2"),
+        # plain-answer models: their end-of-turn markers must not reach content
+        ("meta-llama/Meta-Llama-3-8B-Instruct", "llama3"),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", "chatml"),
+        ("Qwen/Qwen2-VL-2B-Instruct", "chatml"),
+        ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "chatml"),
+        ("microsoft/Phi-3-mini-4k-instruct", "phi-3.5"),
+        # chat templates pinned by sha256 in public code, equal to ones verified here
+        ("Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3-instruct-2507"),
+        ("Qwen/Qwen3-VL-2B-Instruct", "qwen3-instruct-2507"),
+        ("Qwen/Qwen3-VL-30B-A3B-Instruct", "qwen3-instruct-2507"),
     ],
 )
 def test_current_releases_resolve_to_the_format_they_write(model, name):
@@ -202,6 +212,10 @@ def test_current_releases_resolve_to_the_format_they_write(model, name):
         "google/gemma-2-9b",
         "ibm-granite/granite-4.2-8b",  # a newer release whose chat template was not checked
         "Qwen/Qwen3.8-35B-A3B",  # TRL names only Qwen3.8-27B as shipping the Qwen3.8 template
+        "Qwen/Qwen3-VL-8B-Thinking",  # the Thinking models ship another chat template, not read here
+        "Qwen/Qwen3-Next-80B-A3B-Thinking",
+        "meta-llama/Meta-Llama-3-8B",  # a pretrained checkpoint writes no chat format
+        "microsoft/Phi-3-medium-128k-instruct",  # another Phi-3 chat template, not read here
     ],
 )
 def test_ids_without_evidence_give_no_answer(model):
