@@ -192,6 +192,10 @@ def test_a_newer_release_in_another_format_is_not_given_the_older_template():
         ("Qwen/Qwen2-VL-2B-Instruct", "chatml"),
         ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "chatml"),
         ("microsoft/Phi-3-mini-4k-instruct", "phi-3.5"),
+        ("HuggingFaceTB/SmolVLM-Instruct", "smolvlm"),
+        ("HuggingFaceM4/Idefics3-8B-Llama3", "smolvlm"),
+        ("llava-hf/llava-v1.6-mistral-7b-hf", "mistral_v1"),
+        ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mistral_v1"),
         # chat templates pinned by sha256 in public code, equal to ones verified here
         ("Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3-instruct-2507"),
         ("Qwen/Qwen3-VL-2B-Instruct", "qwen3-instruct-2507"),

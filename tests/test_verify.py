@@ -319,6 +319,23 @@ def test_tools_shape_option_gives_bare_function_schemas():
         check_options({"tools_shape": "bare"})
 
 
+def test_content_parts_option_gives_text_as_a_list_of_parts():
+    # A vision model's chat template that reads content only as typed parts, as SmolVLM's does.
+    chat_template = (
+        "{% for m in messages %}{{ m.role | capitalize }}:{% for part in m.content %}{% if part.type == 'text' %}"
+        " {{ part.text }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}"
+        "{% if add_generation_prompt %}Assistant:{% endif %}"
+    )
+    entry = library.get_entry("smolvlm")
+    as_text = verify(entry["template"], chat_template, options={}, supports=entry["supports"])
+    assert not as_text.ok  # a string's characters are not parts: the answer is not rendered
+    report = verify(entry["template"], chat_template, options={"content_parts": True}, supports=entry["supports"])
+    assert report.ok, report.summary()
+    assert report.cases[0].generation.startswith(" ") and report.cases[0].generation.endswith("<end_of_utterance>\n")
+    with pytest.raises(ValueError, match="content_parts"):
+        check_options({"content_parts": "yes"})
+
+
 def test_source_edits_cut_out_parts_jinja2_cannot_run():
     chat = MINI_CHATML + "{%- set broken = messages[0].nope.deeper %}"
     assert not verify(library.get_template("qwen3"), chat, supports=ALL).ok  # the stray line breaks every render

@@ -268,7 +268,13 @@ def apply_source_edits(source: str, edits: list) -> str:
     return source
 
 
-def _for_template(message: dict, arguments: str, in_content: dict | None = None, reasoning_key: str | None = None) -> dict:
+def _for_template(
+    message: dict,
+    arguments: str,
+    in_content: dict | None = None,
+    reasoning_key: str | None = None,
+    content_parts: bool = False,
+) -> dict:
     """The message as given to the chat template (arguments as JSON text if the template wants that)."""
     message = copy.deepcopy(message)
     if reasoning_key and message.get("reasoning_content") is not None:
@@ -278,6 +284,9 @@ def _for_template(message: dict, arguments: str, in_content: dict | None = None,
         # Templates that only read reasoning from the content string, written as the model writes it.
         reasoning = message.pop("reasoning_content")
         message["content"] = in_content["open"] + reasoning + in_content["close"] + (message.get("content") or "")
+    if content_parts and isinstance(message.get("content"), str):
+        # Chat templates of vision models read a message's content only as a list of typed parts.
+        message["content"] = [{"type": "text", "text": message["content"]}]
     if arguments == "json_string":
         for call in message.get("tool_calls") or []:
             call["function"]["arguments"] = json.dumps(call["function"]["arguments"], ensure_ascii=False)
@@ -311,22 +320,24 @@ def render_turn(
 
     `history` and `message` are in the OpenAI shape (arguments as dicts, reasoning under `reasoning_content`);
     they are given to the chat template as the verify `options` say (arguments, tools_shape, reasoning_key,
-    reasoning_in_content). Returns (prompt, full, generation): the history rendered with the generation prompt,
-    the history and message rendered without it, and what the model wrote after the prompt (None when the prompt
-    is not a prefix of the full rendering and `reasoning_synthesis` does not apply). Rendering errors propagate.
+    reasoning_in_content, content_parts). Returns (prompt, full, generation): the history rendered with the
+    generation prompt, the history and message rendered without it, and what the model wrote after the prompt (None
+    when the prompt is not a prefix of the full rendering and `reasoning_synthesis` does not apply). Rendering errors
+    propagate.
     Call it inside `frozen_clock()` when the chat template may write the time.
     """
     arguments = options.get("arguments", "dict")
     in_content = options.get("reasoning_in_content")
     reasoning_key = options.get("reasoning_key")
-    rendered_history = [_for_template(m, arguments, in_content, reasoning_key) for m in history]
+    parts = bool(options.get("content_parts"))
+    rendered_history = [_for_template(m, arguments, in_content, reasoning_key, parts) for m in history]
     # Some chat templates read bare function schemas ({"name", "description", "parameters"}), not the
     # OpenAI {"type": "function", "function": ...} wrappers; the parse still gets the wrapped tools.
     given = [t["function"] for t in tools] if tools and options.get("tools_shape") == "function" else tools
     prompt = render_chat_template(chat_template, rendered_history, tools=given, add_generation_prompt=True, **render_kwargs)
     full = render_chat_template(
         chat_template,
-        rendered_history + [_for_template(message, arguments, in_content, reasoning_key)],
+        rendered_history + [_for_template(message, arguments, in_content, reasoning_key, parts)],
         tools=given,
         **render_kwargs,
     )

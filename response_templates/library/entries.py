@@ -26,7 +26,7 @@ __all__ = [
 
 VERIFY_OPTION_KEYS = frozenset(
     {"scenarios", "render_kwargs", "tools_always", "reasoning_in_content", "bos_token", "eos_token", "arguments", "cases", "skip_cases", "reasoning_synthesis",
-     "source_edits", "reasoning_key", "tools_shape"}
+     "source_edits", "reasoning_key", "tools_shape", "content_parts"}
 )
 _SCENARIO_KEYS = frozenset({"name", "render_kwargs", "reasoning"})
 
@@ -71,6 +71,9 @@ def check_options(options: dict) -> None:
         raise ValueError("verify options: 'reasoning_key' must be a message key name such as 'thinking'")
     if options.get("arguments", "dict") not in ("dict", "json_string"):
         raise ValueError("verify options: 'arguments' must be 'dict' or 'json_string'")
+    for key in ("tools_always", "content_parts"):
+        if not isinstance(options.get(key, False), bool):
+            raise ValueError(f"verify options: '{key}' must be true or false")
     if options.get("tools_shape", "wrapped") not in ("wrapped", "function"):
         raise ValueError("verify options: 'tools_shape' must be 'wrapped' or 'function'")
     edits = options.get("source_edits", [])
