@@ -176,6 +176,9 @@ def parse_json(text: str, args: dict) -> Any:
             return load_json(_restore(_PYTHONIC.sub(_json_word, shaped), cut))
         except ValueError:
             pass
+        members = _braceless_members(text, args)
+        if members is not None:
+            return members
     if args.get("allow_non_json"):
         return parse_text(text, args)
     if isinstance(failure, JSONTooDeepError):
@@ -190,6 +193,21 @@ def parse_json(text: str, args: dict) -> Any:
         else f"\nText: {excerpt(text)}\nAfter the dialect rewrites: {excerpt(working, position)}"
     )
     raise ValueError(f"json: the region is not valid JSON ({failure}).{detail}") from failure
+
+
+def _braceless_members(text: str, args: dict) -> dict | None:
+    """An object's members written without its braces (`city:<|"|>Paris<|"|>`, a Gemma 4 call that lost them), as
+    that object (no members at all, `{}`); None when the text starts like a value of its own or does not read so."""
+    body = text.strip()
+    if not body:
+        return {}
+    if body[0] in "{[\"" or ":" not in body:
+        return None
+    try:
+        value = parse_json("{" + body + "}", {**args, "allow_non_json": False})
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _value_with(raw: str, value_parser: dict | None) -> Any:
