@@ -132,7 +132,8 @@ def _json_word(match: Any) -> str:
 
 def parse_json(text: str, args: dict) -> Any:
     """JSON, with dialect switches for what models write: `string_delims` (strings between custom markers),
-    `unquoted_keys` (bare identifiers as keys) and `allow_non_json` (fall back to the stripped text)."""
+    `unquoted_keys` (bare identifiers as keys) and `allow_non_json` (fall back to the stripped text); with
+    `unquoted_keys`, `braceless_members` (ours, docs/differences.md) reads members written without their braces."""
     delims = args.get("string_delims") or []
     working = text
     cut: list[str] = []
@@ -176,7 +177,7 @@ def parse_json(text: str, args: dict) -> Any:
             return load_json(_restore(_PYTHONIC.sub(_json_word, shaped), cut))
         except ValueError:
             pass
-        members = _braceless_members(text, args)
+        members = _braceless_members(text, args) if args.get("braceless_members") else None
         if members is not None:
             return members
     if args.get("allow_non_json"):
@@ -204,7 +205,7 @@ def _braceless_members(text: str, args: dict) -> dict | None:
     if body[0] in "{[\"" or ":" not in body:
         return None
     try:
-        value = parse_json("{" + body + "}", {**args, "allow_non_json": False})
+        value = parse_json("{" + body + "}", {**args, "allow_non_json": False, "braceless_members": False})
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

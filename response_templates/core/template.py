@@ -37,7 +37,11 @@ CONTENT_ARGS: dict[str, dict[str, Any]] = {
     "int": _STRIP,
     "float": _STRIP,
     "bool": _STRIP,
-    "json": {"strip": bool, "unquoted_keys": bool, "string_delims": list, "allow_non_json": bool},
+    "json": {
+        "strip": bool, "unquoted_keys": bool, "string_delims": list, "allow_non_json": bool,
+        # ours (docs/differences.md): with unquoted_keys, an object's members written without braces read as it
+        "braceless_members": bool,
+    },
     "xml-inline": {
         "tag_pattern": str, "value_parser": dict, "value_parser_by": dict, "merge_duplicates": bool,
         # ours (docs/differences.md): keys and the open/close captures are XML attribute values, entities decoded
