@@ -196,6 +196,8 @@ def test_a_newer_release_in_another_format_is_not_given_the_older_template():
         ("HuggingFaceM4/Idefics3-8B-Llama3", "smolvlm"),
         ("llava-hf/llava-v1.6-mistral-7b-hf", "mistral_v1"),
         ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mistral_v1"),
+        ("mistralai/Mistral-7B-Instruct-v0.2", "mistral_v1"),
+        ("mistralai/Mathstral-7B-v0.1", "mistral_v3"),
         # chat templates pinned by sha256 in public code, equal to ones verified here
         ("Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3-instruct-2507"),
         ("Qwen/Qwen3-VL-2B-Instruct", "qwen3-instruct-2507"),
