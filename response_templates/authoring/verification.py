@@ -268,15 +268,13 @@ def apply_source_edits(source: str, edits: list) -> str:
     return source
 
 
-def _for_template(
-    message: dict,
-    arguments: str,
-    in_content: dict | None = None,
-    reasoning_key: str | None = None,
-    content_parts: bool = False,
-) -> dict:
-    """The message as given to the chat template (arguments as JSON text if the template wants that)."""
+def _for_template(message: dict, options: dict) -> dict:
+    """The message as given to the chat template, as the verify `options` say: reasoning under another key
+    (reasoning_key) or inside the content (reasoning_in_content), text content as a list of parts (content_parts),
+    arguments as JSON text (arguments: "json_string")."""
     message = copy.deepcopy(message)
+    reasoning_key = options.get("reasoning_key")
+    in_content = options.get("reasoning_in_content")
     if reasoning_key and message.get("reasoning_content") is not None:
         # Templates that read the reasoning under another key (message.thinking, message.reasoning).
         message[reasoning_key] = message.pop("reasoning_content")
@@ -284,10 +282,10 @@ def _for_template(
         # Templates that only read reasoning from the content string, written as the model writes it.
         reasoning = message.pop("reasoning_content")
         message["content"] = in_content["open"] + reasoning + in_content["close"] + (message.get("content") or "")
-    if content_parts and isinstance(message.get("content"), str):
+    if options.get("content_parts") and isinstance(message.get("content"), str):
         # Chat templates of vision models read a message's content only as a list of typed parts.
         message["content"] = [{"type": "text", "text": message["content"]}]
-    if arguments == "json_string":
+    if options.get("arguments", "dict") == "json_string":
         for call in message.get("tool_calls") or []:
             call["function"]["arguments"] = json.dumps(call["function"]["arguments"], ensure_ascii=False)
     return message
@@ -326,18 +324,14 @@ def render_turn(
     propagate.
     Call it inside `frozen_clock()` when the chat template may write the time.
     """
-    arguments = options.get("arguments", "dict")
-    in_content = options.get("reasoning_in_content")
-    reasoning_key = options.get("reasoning_key")
-    parts = bool(options.get("content_parts"))
-    rendered_history = [_for_template(m, arguments, in_content, reasoning_key, parts) for m in history]
+    rendered_history = [_for_template(m, options) for m in history]
     # Some chat templates read bare function schemas ({"name", "description", "parameters"}), not the
     # OpenAI {"type": "function", "function": ...} wrappers; the parse still gets the wrapped tools.
     given = [t["function"] for t in tools] if tools and options.get("tools_shape") == "function" else tools
     prompt = render_chat_template(chat_template, rendered_history, tools=given, add_generation_prompt=True, **render_kwargs)
     full = render_chat_template(
         chat_template,
-        rendered_history + [_for_template(message, arguments, in_content, reasoning_key, parts)],
+        rendered_history + [_for_template(message, options)],
         tools=given,
         **render_kwargs,
     )
