@@ -180,7 +180,7 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                 except ValueError as error:
                     raise AssertionError(f"the parser refuses an admitted string ({error}): {where}") from None
                 calls = message.get("tool_calls") or []
-                meant = opened_calls(tag, text, sections, line_blocks, listed)
+                meant = opened_calls(tag, text, sections, line_blocks, listed, plan.guard)
                 assert len(calls) == meant, f"{len(calls)} calls parsed, {meant} opened: {where} -> {message}"
                 if choice == "none":
                     assert not calls, where
@@ -196,7 +196,7 @@ def test_every_admitted_string_parses_to_the_calls_meant(name):
                     jsonschema.validate(function["arguments"], SCHEMAS[function["name"]])
 
 
-def opened_calls(tag, text, sections=(), line_blocks=(), listed=()):
+def opened_calls(tag, text, sections=(), line_blocks=(), listed=(), guard=None):
     """How many calls the grammar opened in `text`: its call begins, which free text and arguments cannot hold,
     each followed by that call's end (a begin may also start markup inside a call: `<｜DSML｜` of a parameter).
     `sections`: the markers (openers and closers) of sections around calls; their calls are counted inside them, and
@@ -204,7 +204,8 @@ def opened_calls(tag, text, sections=(), line_blocks=(), listed=()):
     message that opens like one (gpt-oss's commentary preamble). A tag holding a JSON list of calls (Mistral v3's
     `[TOOL_CALLS][...]`) opens as many calls as the list has items; so does a block of calls one per line (MiniMax
     M1's `<tool_calls>`, OLMo 3's `<function_calls>`), whose begin is in `line_blocks`, and a list of calls whose
-    begin is in `listed` (Apertus's `<|tools_prefix|>[{"NAME": {...}}, ...]`)."""
+    begin is in `listed` (Apertus's `<|tools_prefix|>[{"NAME": {...}}, ...]`). `guard`: where the opener is plain
+    text that free text may hold (Llama's `{`), the text every call holds and free text does not (`"name"`)."""
     pairs = set()
     lists = set()
     messages = set()  # the begins of content messages, which may start like a call (gpt-oss's preamble)
@@ -298,6 +299,11 @@ def opened_calls(tag, text, sections=(), line_blocks=(), listed=()):
             continue
         if (begin, end) in lists:  # one region, as many calls as its list has items
             start = after + len(text[after:]) - len(text[after:].lstrip())
+            if not begin and guard:  # text first, which cannot hold the guard: the list starts at the `[` before it
+                held = text.find(guard, at)
+                if held < 0:
+                    break
+                start = text.rfind("[", at, held + 1)
             if not begin and not text.startswith("[", start):
                 break  # text, which a list that opens with no marker cannot start (Gemma 3's text under "auto")
             items = None
@@ -321,9 +327,13 @@ def opened_calls(tag, text, sections=(), line_blocks=(), listed=()):
             continue
         elif len(begin) < 2:  # a plain opener (Llama's `{`) also opens the arguments: the call is one JSON object
             try:
-                _, at = json.JSONDecoder().raw_decode(text, index)
+                _, stop = json.JSONDecoder().raw_decode(text, index)
             except ValueError:
-                at = len(text)
+                stop = None
+            if guard and (stop is None or guard not in text[index:stop]):
+                at = index + 1  # free text's `{`: no call
+                continue
+            at = len(text) if stop is None else stop
             count += 1
             continue
         else:
@@ -394,12 +404,17 @@ def end_of_turn(name, output, prefix="", tools=None):
     # a call's own end is written by the grammar, whatever the parser reads after it (gpt-oss drops any text
     # outside its messages, so "Trailing text." reads as nothing after every marker there)
     call_ends = {form.end for form in planning._plan(name, tools, prefix).calls.values()} if tools else set()
-    ends = [marker for marker in patterns._markers(template)
-            if not any(marker in end for end in call_ends)  # (nor a piece of one: Cohere's `<|END_`)
-            and parsed("Hello." + marker + " Trailing text.") == parsed("Hello.")]
+    markers = [marker for marker in patterns._markers(template)
+               if not any(marker in end for end in call_ends)]  # (nor a piece of one: Cohere's `<|END_`)
+    ends = [marker for marker in markers if parsed("Hello." + marker + " Trailing text.") == parsed("Hello.")]
     whole = parsed(output)
     for start in sorted(match.start() for marker in ends for match in re.finditer(re.escape(marker), output)):
         if parsed(output[:start]) == whole:
+            return output[:start]
+    # a marker the template spells in pieces, from where its first piece stands (Llama 4 pythonic's
+    # `<\|(?:(?:eot|...)\|>.*|python_end...)` gives `<|` and `eot|>`): what follows there must end the turn
+    for start in sorted({match.start() for marker in markers for match in re.finditer(re.escape(marker), output)}):
+        if parsed("Hello." + output[start:] + " Trailing text.") == parsed("Hello.") and parsed(output[:start]) == whole:
             return output[:start]
     return output
 
@@ -514,11 +529,19 @@ FLAT_TOOLS = [tool for tool in TOOLS if tool["function"]["name"] != "search_web"
 
 
 @pytest.mark.parametrize("name", ["llama3.1", "llama4"])
-def test_a_plain_opener_compiles_for_forced_calls_whose_arguments_parse_back(name):
-    # Llama's call opener `{` is also text: "auto" and "none" could not keep free text from opening calls
-    for choice in ("auto", "none"):
-        with pytest.raises(GrammarError, match="too plain"):
-            structural_tag(name, FLAT_TOOLS, tool_choice=choice)
+def test_a_plain_opener_keeps_its_guard_out_of_free_text_and_its_arguments_parse_back(name):
+    # Llama's call opener `{` is also text, but every call holds `"name"`: under "auto" and "none" free text may
+    # hold braces but not that, so it cannot open a call
+    assert "free text holds no '\"name\"'" in " ".join(explain(name, FLAT_TOOLS))
+    call = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
+    auto, none = (structural_tag(name, FLAT_TOOLS, tool_choice=choice) for choice in ("auto", "none"))
+    for text, calls in (("Sure. " + call, 1), (call + "\nDone.", 1), ("Use {x} or {}.", 0), ("f() { return 1; }", 0)):
+        assert admits(auto, text), text
+        assert len(rt.parse_response(text, name, prefix="", tools=FLAT_TOOLS).get("tool_calls") or []) == calls, text
+        assert admits(none, text) == (calls == 0), text
+    # text holding the guard outside a call, a call of another tool, a call whose arguments break the schema
+    for text in ('The "name" key.', call.replace("get_weather", "other"), call.replace('"Paris"', "2")):
+        assert not admits(auto, text) and not admits(none, text), text
     # its closer `}` also ends a call where nested arguments close before a line break: where tools have object
     # arguments, a call is written on one line (spaces only), and one with a line break there is not admitted
     nested = structural_tag(name, TOOLS, tool_choice="required")
@@ -598,11 +621,27 @@ def test_a_content_message_the_prompt_left_open_is_closed_before_calls():
 
 
 def test_none_is_refused_where_free_text_could_open_a_call():
-    # Llama 4's pythonic calls are Python lists the parser finds anywhere in text: with no marker to keep out,
-    # "none" cannot hold
-    with pytest.raises(GrammarError, match="spells no literal text"):
-        structural_tag("llama4_pythonic", WEATHER, tool_choice="none")
+    # Apertus opens a later call after any `}` followed by `, {"NAME": `, in text too: nothing every call holds
+    # could be kept out of text, so "none" cannot hold
+    with pytest.raises(GrammarError, match="lookbehind"):
+        structural_tag("apertus", WEATHER, tool_choice="none")
     assert structural_tag("qwen3", WEATHER, tool_choice="none")
+
+
+def test_calls_that_open_with_no_marker_are_kept_out_of_text_by_what_every_call_holds():
+    # Llama 4's pythonic calls are Python lists the parser finds anywhere in text (an opener that is a lookahead for
+    # `[NAME(`): free text holds no `[`; xLAM's JSON lists (a lookahead for `[{"name":`) hold `"name"`
+    call = '[get_weather(city="Paris")]'
+    auto, none = (structural_tag("llama4_pythonic", WEATHER, tool_choice=choice) for choice in ("auto", "none"))
+    for text, calls in (("Sure. " + call, 1), (call + " Done.", 1), ("Fine (really).", 0)):
+        assert admits(auto, text) and admits(none, text) == (calls == 0), text
+        assert len(rt.parse_response(text, "llama4_pythonic", prefix="", tools=WEATHER).get("tool_calls") or []) == calls
+    for text in ("See [1].", "[get_weather(town='Paris')]"):
+        assert not admits(auto, text) and not admits(none, text), text
+    listed = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    auto = structural_tag("xlam", WEATHER, tool_choice="auto")
+    assert admits(auto, "Sure. " + listed) and admits(auto, "See [1] or {2}.") and not admits(auto, 'a "name" b')
+    assert len(rt.parse_response("Sure. " + listed, "xlam", prefix="", tools=WEATHER)["tool_calls"]) == 1
 
 
 def test_where_calls_open_only_at_the_answers_start_text_cannot_start_like_one():
@@ -1032,6 +1071,10 @@ def test_text_after_calls_that_end_the_answer_starts_on_a_new_line():
     assert admits(tag, call + "\nDone.") and not admits(tag, call + " Done.") and not admits(tag, call + "\n{}")
     message = rt.parse_response(call + "\nDone.", "mistral", prefix="", tools=WEATHER)
     assert message["content"] == "Done." and len(message["tool_calls"]) == 1
+    # or after a blank line, as models write a closing sentence, where the parser reads that as content too
+    assert admits(tag, call + "\n\nDone.") and not admits(tag, call + "\n\n{}")
+    message = rt.parse_response(call + "\n\nDone.", "mistral", prefix="", tools=WEATHER)
+    assert message["content"] == "Done." and len(message["tool_calls"]) == 1
 
 
 def test_a_call_object_may_hold_its_keys_in_either_order():
@@ -1139,9 +1182,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (317 of 440 when this floor was last set, the templates compiled for forced calls only counted as refusing under
-# "auto"; Apertus became one of them, its text able to open calls): it may grow, not shrink.
-ADMITTED_FLOOR = 317
+# (340 of 441 when this floor was last set, the templates compiled for forced calls only counted as refusing under
+# "auto": Apertus, whose text could open calls): it may grow, not shrink.
+ADMITTED_FLOOR = 340
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

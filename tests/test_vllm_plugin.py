@@ -478,8 +478,9 @@ def test_a_template_the_compiler_cannot_express_is_refused_with_the_reason():
     """MiniMax M3 writes arguments as nested elements, which the compiler cannot type where a schema combines types
     (anyOf), so a forced choice with such a tool is answered with a validation error (HTTP 400) that says so; "auto"
     still works, unconstrained.
-    Llama 3.1 opens a call with a bare `{`: a forced choice is constrained (the calls are the whole answer), but a
-    strict tool under "auto", where free text could open calls, is refused."""
+    Apertus opens a later call after any `}` followed by `, {"NAME": `, in text too: a forced choice is constrained
+    (the calls are the whole answer), but a strict tool under "auto", where free text could open calls, is refused.
+    Llama 3.1 opens a call with a bare `{`, but every call holds `"name"`, which free text is kept from: both work."""
     from vllm.exceptions import VLLMValidationError
 
     mixed = [{"type": "function", "function": {"name": "lookup", "parameters": {
@@ -489,10 +490,11 @@ def test_a_template_the_compiler_cannot_express_is_refused_with_the_reason():
         _adjusted("minimax_m3", reasoning=False, tool_choice="required", tools=mixed)
     assert raised.value.parameter == "tool_choice"
     assert _adjusted("minimax_m3", reasoning=False, tool_choice="auto", tools=mixed).structured_outputs is None
-    assert _adjusted("llama3.1", reasoning=False, tool_choice="required").structured_outputs is not None
+    assert _adjusted("apertus", reasoning=False, tool_choice="required").structured_outputs is not None
     strict = [{**WEATHER, "function": {**WEATHER["function"], "strict": True}}]
-    with pytest.raises(VLLMValidationError, match=r"call opener '\{' is too plain"):
-        _adjusted("llama3.1", reasoning=False, tool_choice="auto", tools=strict)
+    with pytest.raises(VLLMValidationError, match=r"a call after another opens with ','"):
+        _adjusted("apertus", reasoning=False, tool_choice="auto", tools=strict)
+    assert _adjusted("llama3.1", reasoning=False, tool_choice="auto", tools=strict).structured_outputs is not None
 
 
 def test_a_request_that_constrains_its_output_itself_is_refused():

@@ -54,7 +54,10 @@ def _excludes(plan: _Plan, extra: tuple | list = ()) -> list:
     found = [marker for marker in [*plan.markers, *plan.spaced_markers]
              if not any(_runs_into(marker, begin) for begin in begins if begin)
              and not any(marker in free for free in plan.free_markers)]
-    return found + [text for text in [*extra, *plan.plain_starts] if text and text not in found]
+    # (where the opener is plain, its guard keeps calls out instead of the opener's start: Llama's `{`)
+    extra = [text for text in extra if plan.guard is None or not _plain(text)]
+    guards = [plan.guard] if plan.guard is not None else []
+    return found + [text for text in [*extra, *plan.plain_starts, *guards] if text and text not in found]
 
 
 def _runs_into(marker: str, begin: str) -> bool:
@@ -68,7 +71,7 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
     parallel = parallel and not plan.one_call
     names = [tool_choice["function"]["name"]] if isinstance(tool_choice, dict) else list(plan.calls)
     free = tool_choice in ("none", "auto") or not names
-    if plan.plain_opener is not None and free and not plan.answer_starts:
+    if plan.plain_opener is not None and free and not plan.answer_starts and plan.guard is None:
         forced = ', so only "required" and a named function compile for this template' if plan.calls else ""
         raise GrammarError(f"{plan.plain_opener}: tool_choice={tool_choice!r} leaves text free{forced}")
     answer: list
@@ -81,8 +84,9 @@ def _build(plan: _Plan, tool_choice: Any, parallel: bool) -> dict:
     elif tool_choice == "auto":
         answer = _chosen_answer(plan, names, parallel)
     else:  # "required" or a named function: calls only
-        answer = [_ws(0), {"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
-                           "at_least_one": True, "stop_after_first": not parallel or _one_region(plan)}]
+        answer = [_ws(0), *_call_lead(plan),
+                  {"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
+                   "at_least_one": True, "stop_after_first": not parallel or _one_region(plan)}]
     elements = _reasoning_part(plan) + answer
     fmt = elements[0] if len(elements) == 1 else {"type": "sequence", "elements": elements}
     inside = _calls_inside_reasoning(plan, names, parallel) if tool_choice == "auto" else None
@@ -122,6 +126,11 @@ def _messages_of(plan: _Plan, preambles: bool = False) -> list:
              "content": _free_text([m for m in plan.markers if m not in ends])} for opener, ends in openers]
 
 
+def _call_lead(plan: _Plan) -> list:
+    """The optional marker the calls may start with (plan.call_lead), as an element before them (or none)."""
+    return [{"type": "regex", "pattern": plan.call_lead.text}] if plan.call_lead is not None else []
+
+
 def _text_answer(plan: _Plan) -> list:
     """No call: free text, or the format's content messages."""
     if plan.messages:
@@ -135,15 +144,19 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
     """"auto": text, and calls where the model opens one."""
     if plan.calls_end_answer:
         # text after a call would be read as part of it: free text first, then (perhaps) calls to the end
-        if plan.messages or plan.wrappers:
+        if plan.messages:
             raise GrammarError("this template reads text written after a call as part of the call, and its calls "
-                               'sit in messages or sections: tool_choice="auto" is not compiled for it')
+                               'sit in messages: tool_choice="auto" is not compiled for it')
+        # (a section of calls is not written here: its markers stay out of free text, Llama 4's `<|python_start|>`)
+        sections = [marker for pair in plan.wrappers for marker in pair]
+        breaks = "(" + "|".join(_regex_literal(text) for text in plan.text_after_calls) + ")"
         after = [{"type": "optional", "content": {"type": "sequence", "elements": [
-            _const("\n"), {"type": "regex", "pattern": "[A-Za-z]"}, _free_text(_excludes(plan, plan.triggers))]}}]
-        return [_free_text(_excludes(plan)),
-                {"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
-                 "at_least_one": False, "stop_after_first": not parallel or _one_region(plan)},
-                *(after if plan.text_after_calls else [])]
+            {"type": "regex", "pattern": breaks + "[A-Za-z]"},
+            _free_text(_excludes(plan, [*plan.triggers, *sections]))]}}]
+        calls = {"type": "tags_with_separator", "tags": _tags(plan, names, parallel), "separator": plan.separator,
+                 "at_least_one": True, "stop_after_first": not parallel or _one_region(plan)}
+        return [_free_text(_excludes(plan, sections)), {"type": "optional", "content": {"type": "sequence", "elements": [
+            *_call_lead(plan), calls, *(after if plan.text_after_calls else [])]}}]
     if _one_region(plan) and not (plan.messages or plan.wrappers):
         # one region holds the list of calls, text may surround it: text, then perhaps the region and text that
         # cannot open another one (a second region would not be read as more calls)

@@ -444,6 +444,41 @@ def _answer_starts(pattern: str) -> list | None:
     return None
 
 
+def _held_runs(pattern: str) -> list:
+    """The runs of literal text that every text the pattern matches holds, or that stands where a lookaround of the
+    pattern looks (Llama's opener `\\{\\s*(?:"type"...)?"name"\\s*:...`: `{`, `"name"`, `:`...; Llama 4's pythonic
+    `(?=\\[\\s*NAME\\s*\\()`: `[`, `(`). Only what no alternative, optional part or whitespace can leave out: text
+    that holds none of them cannot hold a match."""
+    try:
+        parsed, _ = _parse_pattern(pattern)
+    except _Dead:
+        return []
+    if parsed.state.flags & _re.IGNORECASE:  # (a literal then matches other letters too)
+        return []
+    runs: list = []
+
+    def visit(items: Any) -> None:
+        run = ""
+        for op, av in items:
+            if op is _sre.LITERAL:
+                run += chr(av)
+                continue
+            if op is _sre.AT:
+                continue
+            runs.append(run)
+            run = ""
+            if op is _sre.SUBPATTERN and not av[1] & _re.IGNORECASE:
+                visit(av[3])
+            elif op is _sre.ASSERT:  # (a lookahead or lookbehind: that text stands next to the match)
+                visit(av[1])
+            elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and av[0] >= 1:
+                visit(av[2])
+        runs.append(run)
+
+    visit(list(parsed))
+    return [run for run in runs if run]
+
+
 def _literal_runs(pattern: str, spellings: bool = True, mark_spaces: bool = False) -> list:
     """Every maximal run of literal text anywhere in the pattern (all alternatives). Optional whitespace and
     lookarounds do not break a run: `(?<=\\})\\s*\\]` spells `}]`, text that closes a region wherever it is.

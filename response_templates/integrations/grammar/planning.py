@@ -26,9 +26,11 @@ from .formats import (
 from .patterns import (
     PROMPT,
     SPELL_ALL,
+    _MARKER_CHARS,
     _answer_starts,
     _Dead,
     _delimiter_spec,
+    _held_runs,
     _literal_runs,
     _markers,
     _Piece,
@@ -57,9 +59,9 @@ class _Plan:
     calls_end_answer: bool = False
     # a second call is not read (GigaChat 3's call message ends the turn): one call per answer in every mode
     one_call: bool = False
-    # where calls end the answer, text after them that starts on a new line with a letter is still read as content
-    # (Mistral's and Granite 3's calls end before a line break and a word)
-    text_after_calls: bool = False
+    # where calls end the answer, the line breaks ("\n", "\n\n") after which text that starts with a letter is still
+    # read as content (Mistral's and Granite 3's calls end before a line break and a word)
+    text_after_calls: list = field(default_factory=list)
     wrappers: list = field(default_factory=list)  # (open, close) markers a group of calls may be written between
     # plain text that starts a call in another writing of the opener (gpt-oss's `to=`): kept out of free text
     # (inside a message or an argument string it opens nothing: the message's markers are kept out of them)
@@ -67,12 +69,19 @@ class _Plan:
     # an optional part a call's opener starts with, in a format whose messages each open with a header (gpt-oss's
     # `<|start|>assistant`): allowed after the reasoning block and written between calls, where the model writes it
     lead: _Piece | None = None
+    # elsewhere, an optional marker the calls may start with (Llama's `<|python_tag|>`): written at most once, before
+    # the first call, where calls written after it parse the same (alone, after text, two of them)
+    call_lead: _Piece | None = None
     # the prompt left a content message open (Kimi K3's non-thinking `<|open|>response<|sep|>`): the text that
     # closes it, which the answer's text runs up to before any call
     content_open: str | None = None
     # why free text could open a call the grammar did not mean (Llama's `{"name": ...}` opener is also JSON text),
     # or None: then only modes without free text ("required", a named function) compile
     plain_opener: str | None = None
+    # where the opener is plain, a literal that every text the opener matches holds (Llama's `"name"`, Llama 4
+    # pythonic's `[`): free text that holds none cannot open a call, so "auto" and "none" compile with it kept out;
+    # None where there is no such literal, or where calls written after text are not read as calls (Gemma 3)
+    guard: str | None = None
     # content messages opened by their own marker, in a format that drops text outside messages:
     # (open, [closes], what free text writes to open one)
     messages: list = field(default_factory=list)
@@ -386,6 +395,8 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int, one_line
         plan.notes.append("the calls are the lines of one block (its later calls open with no marker): each call is "
                           "written on one line")
     plan.plain_opener = _plain_opener(spec, triggers)
+    if plan.plain_opener is not None:
+        plan.guard = _guard(spec)
     if calls and any(form.begin for form in calls.values()):
         _, plan.plain_starts, lead = _opener(spec)
         # only where every message opens with its own header (text outside one is dropped): elsewhere an optional
@@ -393,15 +404,22 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int, one_line
         after_reasoning = "Let me think." + reasoning_open if reasoning_open is not None else ""
         if lead is not None and _drops_bare_text(compiled, prefix, after_reasoning):
             plan.lead = lead
+        elif lead is not None and not _plain(lead.sample.strip()):
+            plan.call_lead = lead  # (checked once the calls' separator is known)
     if calls:
         plan.spaced_markers = _spaced_markers(spec, [*markers, *plan.plain_starts])
         plan.content_open = _content_open(plan)
         _self_check(plan)
-        if plan.plain_opener is not None:
+        if plan.call_lead is not None and not _call_lead_reads(plan, plan.call_lead):
+            plan.call_lead = None
+        if plan.plain_opener is not None and plan.guard is None:
             plan.answer_starts = _calls_only_at_start(plan, spec)
     if plan.answer_starts:
         plan.notes.append("calls open only at the answer's start: under \"auto\" and \"none\" text cannot start "
                           f"like one ({', '.join(map(repr, plan.answer_starts))})")
+    elif plan.plain_opener is not None and plan.guard is not None:
+        plan.notes.append(f"the call opener is plain text: free text holds no {plan.guard!r}, which every call's "
+                          "opener holds")
     elif plan.plain_opener is not None:
         plan.notes.append(f"{plan.plain_opener}: only tool_choice \"required\" and a named function compile")
     if calls:
@@ -446,6 +464,19 @@ def _first_call(plan: _Plan) -> tuple:
     samples = {name: _sample(parameters) for name, parameters in plan.tools}
     first = next(iter(plan.calls.values()))
     return samples, first.write(samples[first.tool]), [(first.tool, samples[first.tool])]
+
+
+def _call_lead_reads(plan: _Plan, lead: _Piece) -> bool:
+    """Calls written after `lead` (Llama's `<|python_tag|>`) read as the same calls: one, one after text (where free
+    text stands beside calls), and two."""
+    samples, one, wanted = _first_call(plan)
+    forms = list(plan.calls.values())
+    second = forms[-1]
+    two = one + plan.separator + second.write(samples[second.tool])
+    writings = [(lead.sample + one, wanted), (lead.sample + two, [*wanted, (second.tool, samples[second.tool])])]
+    if plan.plain_opener is None or plan.guard is not None:
+        writings.append(("Sure. " + lead.sample + one, wanted))
+    return all(_calls_read(_read(plan, text)) == calls for text, calls in writings)
 
 
 def _reasoning_enders(plan: _Plan) -> list:
@@ -890,6 +921,18 @@ def _plain_opener(spec: dict | None, triggers: list) -> str | None:
     return None
 
 
+def _guard(spec: dict) -> str | None:
+    """A literal every call opener holds, to keep out of free text where the opener is plain (plan.guard): the
+    longest, a marker character breaking ties; None where a call may also open after a list separator that is plain
+    text (Apertus's `, {"NAME": ` after a call's `}`), since calls then open beside text the guard does not cover."""
+    separator = _list_separator(spec)
+    if separator is not None and _plain(separator):
+        return None
+    pattern = spec.get("open_pattern")
+    held = _held_runs(pattern) if isinstance(pattern, str) else [spec["open"]] if spec.get("open") else []
+    return max(held, key=lambda run: (len(run), any(char in _MARKER_CHARS for char in run)), default=None)
+
+
 def _trigger(begin: str, begins: list) -> str:
     """The longest literal start the begins of the calls share (so one trigger serves tools named in the opener)."""
     common = begin
@@ -950,13 +993,15 @@ def _self_check(plan: _Plan) -> None:
         *[("text after a call", lead + one + after, [first.tool]) for after in (" Done.", "done.", " 2 more.", "\nok")],
         ("reasoning then a call", _reasoning_text(plan) + one, [first.tool]),
     ]
-    if plan.plain_opener is not None:  # free text is never written beside calls (only forced calls compile)
+    if plan.plain_opener is not None and plan.guard is None:  # free text is never written beside calls
         cases = [case for case in cases if not case[0].startswith("text ")]
     if plan.lead is not None:
         reasoning = _reasoning_text(plan) + plan.lead.sample
         cases += [("reasoning, the opener's optional start, then a call", reasoning + one, [first.tool]),
                   ("reasoning, the opener's optional start, text, then a call", reasoning + "Sure. " + one, [first.tool])]
     for what, text, names in cases:
+        if what.startswith("text ") and plan.plain_opener is not None and plan.guard is None:
+            continue  # (the guard was dropped below: only forced calls compile, or calls open at the start)
         message = _read(plan, text)
         calls = (message or {}).get("tool_calls") or []
         got = [(call.get("function") or {}).get("name") for call in calls]
@@ -965,6 +1010,9 @@ def _self_check(plan: _Plan) -> None:
         if got != names or got_args != wanted_args:
             if what.startswith("reasoning, the opener's optional start"):
                 plan.lead = None
+                continue
+            if what == "text before a call" and plan.guard is not None:  # a call after text is not read as one:
+                plan.guard = None  # free text holding no guard would not be enough
                 continue
             if what == "two calls" and _calls_read(message)[:1] == [(first.tool, samples[first.tool])]:
                 plan.one_call = True
@@ -980,15 +1028,17 @@ def _self_check(plan: _Plan) -> None:
                 f"{calls if message is not None else 'a parse error'}")
     if plan.calls_end_answer:
         # text after the calls on a new line, starting with a letter (the only text the grammar writes there)
-        def kept_after(calls: str, names: list) -> bool:
-            message = _read(plan, lead + calls + "\nOk, done.")
+        # (or after a blank line, where that is read so too: models write one before a closing sentence)
+        def kept_after(calls: str, names: list, breaks: str) -> bool:
+            message = _read(plan, lead + calls + breaks + "Ok, done.")
             return _calls_read(message) == [(name, samples[name]) for name in names] and (
                 (message or {}).get("content") or "").endswith("Ok, done.")
 
-        plan.text_after_calls = kept_after(one, [first.tool]) and (
-            plan.one_call or kept_after(two, [first.tool, second.tool]))
+        plan.text_after_calls = [breaks for breaks in ("\n", "\n\n") if kept_after(one, [first.tool], breaks) and (
+            plan.one_call or kept_after(two, [first.tool, second.tool], breaks))]
         if plan.text_after_calls:
-            plan.notes = [note.replace("no text after them", "text after them starts on a new line with a letter")
+            where = "a new line" + (" or after a blank line" if "\n\n" in plan.text_after_calls else "")
+            plan.notes = [note.replace("no text after them", f"text after them starts with a letter, on {where}")
                           for note in plan.notes]
     # a region may hold a list of call objects where the parser reads every call of a list written so, alone,
     # between texts and beside another call
