@@ -1077,6 +1077,28 @@ def test_text_after_calls_that_end_the_answer_starts_on_a_new_line():
     assert message["content"] == "Done." and len(message["tool_calls"]) == 1
 
 
+def test_under_auto_the_last_call_may_stop_before_its_closer_where_the_parser_reads_it():
+    # Qwen and Hermes models sometimes end their turn right after a call's JSON, before `</tool_call>`; our parser
+    # reads that call, so "auto" admits it, at the end of the answer only; the forced modes write the closer
+    form = planning._plan("hermes", WEATHER, "").calls["get_weather"]
+    closed = form.write({"city": "Paris"})
+    unclosed = closed[:-len(form.end)]
+    auto = structural_tag("hermes", WEATHER)
+    for text in (unclosed, unclosed + "\n", "Sure. " + unclosed, closed + "\n" + unclosed):
+        assert admits(auto, text), text
+        calls = rt.parse_response(text, "hermes", prefix="", tools=WEATHER)["tool_calls"]
+        assert [call["function"]["arguments"] for call in calls] == [{"city": "Paris"}] * text.count("<tool_call>")
+    for text in (unclosed + "\nDone.", unclosed + "\n" + closed):
+        assert not admits(auto, text), text
+    single = structural_tag("hermes", WEATHER, parallel_tool_calls=False)
+    assert admits(single, "Sure. " + unclosed) and not admits(single, closed + "\n" + unclosed)
+    assert not admits(structural_tag("hermes", WEATHER, tool_choice="required"), unclosed)
+    assert "the last call may stop before its closer" in " ".join(explain("hermes", WEATHER))
+    # where the parser does not read a call without its closer (LFM2's `<|tool_call_end|>`), none is admitted
+    form = planning._plan("lfm2", WEATHER, "").calls["get_weather"]
+    assert not admits(structural_tag("lfm2", WEATHER), form.write({"city": "Paris"})[:-len(form.end)])
+
+
 def test_a_call_object_may_hold_its_keys_in_either_order():
     # Inkling's chat template writes {"args": ..., "name": ...}; Hermes' models write "name" first
     case, output = corpus_output("inkling", "call_first")
@@ -1182,9 +1204,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (340 of 441 when this floor was last set, the templates compiled for forced calls only counted as refusing under
+# (350 of 441 when this floor was last set, the templates compiled for forced calls only counted as refusing under
 # "auto": Apertus, whose text could open calls): it may grow, not shrink.
-ADMITTED_FLOOR = 340
+ADMITTED_FLOOR = 350
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

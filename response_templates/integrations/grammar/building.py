@@ -165,9 +165,37 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
         return [_free_text(_excludes(plan)), {"type": "optional", "content": {"type": "sequence", "elements": [
             region, _free_text(_excludes(plan, plan.triggers))]}}]
     tags = _call_and_section_tags(plan, names, parallel)
-    return [{"type": "triggered_tags", "triggers": _section_triggers(plan) + [trigger for _, _, trigger in plan.messages],
-             "tags": tags + _messages_of(plan, preambles=True), "at_least_one": False,
-             "stop_after_first": not parallel or _one_region(plan), "excludes": _excludes(plan)}]
+    chosen = {"type": "triggered_tags", "triggers": _section_triggers(plan) + [trigger for _, _, trigger in plan.messages],
+              "tags": tags + _messages_of(plan, preambles=True), "at_least_one": False,
+              "stop_after_first": not parallel or _one_region(plan), "excludes": _excludes(plan)}
+    # the last call may stop before its closer, the turn ending there, as models write it (under "auto" only, which
+    # admits what the model chooses to write: the forced modes write the canonical calls, and an xgrammar tag has
+    # no optional end, so the call is written a second time, at some cost in compile time)
+    unclosed = _unclosed(plan, names)
+    if unclosed is None:
+        return [chosen]
+    if parallel:
+        return [chosen, {"type": "optional", "content": unclosed}]
+    # (one call at most: text and a closed call, or text and an unclosed one)
+    alone = {"type": "sequence", "elements": [_free_text(_excludes(plan, _section_triggers(plan))), unclosed]}
+    return [{"type": "or", "elements": [chosen, alone]}]
+
+
+def _unclosed(plan: _Plan, names: list) -> dict | None:
+    """A call of one of `names` written without its closer (or with its start only: plan.unclosed_ends), for the end
+    of the answer, in its canonical writing (the optional parts a closed call may hold were checked with their
+    closer only: Hermes' code fence); None where the template reads none."""
+    if not plan.unclosed_ends:
+        return None
+    calls = []
+    for name in names:
+        form = plan.calls[name]
+        optional = [element for element, _ in form.optional]
+        elements = [element for element in form.elements if not any(element is other for other in optional)]
+        calls.append({"type": "sequence", "elements": [_const(form.begin), *elements]})
+    stops = {"type": "regex", "pattern": "(" + "|".join(_regex_literal(end) for end in plan.unclosed_ends) + ")"}
+    choice = calls[0] if len(calls) == 1 else {"type": "or", "elements": calls}
+    return {"type": "sequence", "elements": [choice, stops]}
 
 
 def _start_text(plan: _Plan) -> dict:

@@ -112,6 +112,10 @@ class _Plan:
     lone_reasoning_close: bool = False
     # JSON arguments are written with no line break between tokens: one would end a call early (Llama's `}` `}`)
     one_line: bool = False
+    # what the answer's last call may end with instead of its closer, the turn ending there: the start of the closer
+    # ("", or Qwen3-Coder's `</function>` of `</function>\n</tool_call>`), perhaps a line break. Models stop before
+    # their closer (Qwen's `</tool_call>`), and the parser reads such a call: found by parsing
+    unclosed_ends: list = field(default_factory=list)
     # the markers the calls' opener and closer spell across optional whitespace, in every spacing (_spaced_markers)
     spaced_markers: list = field(default_factory=list)
 
@@ -436,6 +440,10 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int, one_line
     if calls and not plan.messages:
         plan.reasoning_enders = _reasoning_enders(plan)
     plan.lone_reasoning_close = _lone_reasoning_close(plan)
+    if calls and not plan.messages:
+        plan.unclosed_ends = _unclosed_ends(plan)
+        if plan.unclosed_ends:
+            plan.notes.append("under \"auto\" the last call may stop before its closer, the turn ending there")
     if calls and plan.wrappers:
         plan.json_bodies = _json_bodies_in_sections(plan)
         if plan.json_bodies:
@@ -464,6 +472,46 @@ def _first_call(plan: _Plan) -> tuple:
     samples = {name: _sample(parameters) for name, parameters in plan.tools}
     first = next(iter(plan.calls.values()))
     return samples, first.write(samples[first.tool]), [(first.tool, samples[first.tool])]
+
+
+def _unclosed_ends(plan: _Plan) -> list:
+    """plan.unclosed_ends: each start of the calls' closer (at a tag's `>` or a line break), perhaps followed by
+    a line break, that a call may end with where the output ends, read as the same call alone, after text and
+    after another call. None where calls end the answer, a region holds a list of them, or they open with no
+    text (their end is then the list's)."""
+    forms = list(plan.calls.values())
+    first, second = forms[0], forms[-1]
+    if plan.calls_end_answer or plan.content_open is not None or any(
+            form.list_body is not None or not form.begin or form.end != first.end for form in forms):
+        return []
+    samples, one, wanted = _first_call(plan)
+    if not first.end or not one.endswith(first.end):
+        return []
+    lead = _answer_start(plan)
+    body = one[:-len(first.end)]
+    closed_then = one + plan.separator + second.write(samples[second.tool])[:-len(first.end)]
+    both = [*wanted, (second.tool, samples[second.tool])]
+    contexts = [("", body, wanted), ("Sure. ", body, wanted)]
+    if not plan.one_call:
+        contexts.append(("", closed_then, both))
+    # (and the other writings the grammar kept, the keys of a call object in the other order)
+    for form in forms:
+        for choices, write_variant in form.variants:
+            if all(any(kept is element for kept in choice["elements"]) for choice, element in choices):
+                written = write_variant(samples[form.tool])
+                if not written.endswith(form.end):
+                    return []
+                contexts.append(("", written[:-len(form.end)], [(form.tool, samples[form.tool])]))
+    ends = []
+    for size in range(len(first.end)):
+        cut = first.end[:size]
+        if cut and cut[-1] not in ">\n":
+            continue
+        for end in dict.fromkeys((cut, cut + "\n")):
+            if all(_calls_read(_read(plan, lead + before + written + end)) == calls
+                   for before, written, calls in contexts):
+                ends.append(end)
+    return list(dict.fromkeys(ends))
 
 
 def _call_lead_reads(plan: _Plan, lead: _Piece) -> bool:
