@@ -1094,6 +1094,11 @@ def test_under_auto_the_last_call_may_stop_before_its_closer_where_the_parser_re
     assert admits(single, "Sure. " + unclosed) and not admits(single, closed + "\n" + unclosed)
     assert not admits(structural_tag("hermes", WEATHER, tool_choice="required"), unclosed)
     assert "the last call may stop before its closer" in " ".join(explain("hermes", WEATHER))
+    # gpt-oss's too, before `<|call|>`, with the optional `<|constrain|>json` hint (it reads the same so)
+    harmony = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}'
+    assert admits(structural_tag("gpt-oss", WEATHER), harmony)
+    assert rt.parse_response(harmony, "gpt-oss", prefix="", tools=WEATHER)["tool_calls"][0]["function"] == {
+        "name": "get_weather", "arguments": {"city": "Paris"}}
     # where the parser does not read a call without its closer (LFM2's `<|tool_call_end|>`), none is admitted
     form = planning._plan("lfm2", WEATHER, "").calls["get_weather"]
     assert not admits(structural_tag("lfm2", WEATHER), form.write({"city": "Paris"})[:-len(form.end)])
@@ -1204,9 +1209,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (350 of 441 when this floor was last set, the templates compiled for forced calls only counted as refusing under
+# (353 of 441 when this floor was last set, the templates compiled for forced calls only counted as refusing under
 # "auto": Apertus, whose text could open calls): it may grow, not shrink.
-ADMITTED_FLOOR = 350
+ADMITTED_FLOOR = 353
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

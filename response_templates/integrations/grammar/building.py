@@ -183,14 +183,15 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
 
 def _unclosed(plan: _Plan, names: list) -> dict | None:
     """A call of one of `names` written without its closer (or with its start only: plan.unclosed_ends), for the end
-    of the answer, in its canonical writing (the optional parts a closed call may hold were checked with their
-    closer only: Hermes' code fence); None where the template reads none."""
+    of the answer, in its canonical writing with the optional parts found to read the same so (others were checked
+    with their closer only: Hermes' code fence); None where the template reads none."""
     if not plan.unclosed_ends:
         return None
     calls = []
     for name in names:
         form = plan.calls[name]
-        optional = [element for element, _ in form.optional]
+        optional = [element for element, _ in form.optional
+                    if not any(element is kept for kept in plan.unclosed_optional)]
         elements = [element for element in form.elements if not any(element is other for other in optional)]
         calls.append({"type": "sequence", "elements": [_const(form.begin), *elements]})
     stops = {"type": "regex", "pattern": "(" + "|".join(_regex_literal(end) for end in plan.unclosed_ends) + ")"}

@@ -116,6 +116,7 @@ class _Plan:
     # ("", or Qwen3-Coder's `</function>` of `</function>\n</tool_call>`), perhaps a line break. Models stop before
     # their closer (Qwen's `</tool_call>`), and the parser reads such a call: found by parsing
     unclosed_ends: list = field(default_factory=list)
+    unclosed_optional: list = field(default_factory=list)  # the optional parts' elements such a call may hold
     # the markers the calls' opener and closer spell across optional whitespace, in every spacing (_spaced_markers)
     spaced_markers: list = field(default_factory=list)
 
@@ -440,7 +441,7 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int, one_line
     if calls and not plan.messages:
         plan.reasoning_enders = _reasoning_enders(plan)
     plan.lone_reasoning_close = _lone_reasoning_close(plan)
-    if calls and not plan.messages:
+    if calls:
         plan.unclosed_ends = _unclosed_ends(plan)
         if plan.unclosed_ends:
             plan.notes.append("under \"auto\" the last call may stop before its closer, the turn ending there")
@@ -511,7 +512,17 @@ def _unclosed_ends(plan: _Plan) -> list:
             if all(_calls_read(_read(plan, lead + before + written + end)) == calls
                    for before, written, calls in contexts):
                 ends.append(end)
-    return list(dict.fromkeys(ends))
+    ends = list(dict.fromkeys(ends))
+    # the optional parts a call may hold stay in such a call where it reads the same with them (gpt-oss's
+    # `<|constrain|>json`; not Hermes' code fence, whose closing half is read only before `</tool_call>`)
+    for form in forms:
+        for element, write in form.optional:
+            written = write(samples[form.tool])
+            if ends and written.endswith(form.end) and all(
+                    _calls_read(_read(plan, lead + before + written[:-len(form.end)] + end)) == [
+                        (form.tool, samples[form.tool])] for before in ("", "Sure. ") for end in ends):
+                plan.unclosed_optional.append(element)
+    return ends
 
 
 def _call_lead_reads(plan: _Plan, lead: _Piece) -> bool:
