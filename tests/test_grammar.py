@@ -215,7 +215,10 @@ def opened_calls(tag, text, sections=(), line_blocks=(), listed=(), guard=None):
     json_bodies = set()
 
     def call_pair(tag_node):
-        pair = (tag_node["begin"], tag_node["end"])
+        # (a tag with several ends: the calls that end the answer, whose closer may be left out, as a tuple whose
+        # first end is the closer)
+        end = tag_node["end"]
+        pair = (tag_node["begin"], tuple(end) if isinstance(end, list) else end)
         pairs.add(pair)
         inner.setdefault(pair, []).extend(
             (format_["begin"], format_["end"]) for format_ in formats_of(
@@ -267,6 +270,9 @@ def opened_calls(tag, text, sections=(), line_blocks=(), listed=(), guard=None):
                 visit(item)
 
     visit(tag["format"])
+    # a call whose closer may be left out stands for the same call with its closer
+    optional_closers = {begin for begin, end in pairs if isinstance(end, tuple)}
+    pairs = {(begin, end) for begin, end in pairs if isinstance(end, tuple) or begin not in optional_closers}
     count, at = 0, 0
     while pairs:
         found = [(text.find(begin, at), begin, end) for begin, end in pairs]
@@ -349,12 +355,24 @@ def opened_calls(tag, text, sections=(), line_blocks=(), listed=(), guard=None):
             found = [(text.find(tag_begin, at), tag_begin, tag_end) for tag_begin, tag_end in inner[(begin, end)]
                      if tag_begin and tag_end]
             found = [item for item in found if item[0] >= 0]
-            close = text.find(end, at)
+            close = text.find(end[0] if isinstance(end, tuple) else end, at)
+            if isinstance(end, tuple):  # (or the next call, where its closer was left out)
+                close = min([found for found in (close, *(text.find(other, at) for other, _ in pairs)) if found >= 0],
+                            default=-1)
             if not found or close >= 0 and close < min(found)[0]:
                 break
             start, tag_begin, tag_end = min(found)
             stop = text.find(tag_end, start + len(tag_begin))
             at = len(text) if stop < 0 else stop + len(tag_end)
+        if isinstance(end, tuple):  # its closer, or the next call where it was left out
+            close = text.find(end[0], at)
+            following = min([found for found in (text.find(other, at) for other, _ in pairs) if found >= 0],
+                            default=-1)
+            if following >= 0 and (close < 0 or following < close):
+                at = following
+                continue
+            at = len(text) if close < 0 else close + len(end[0])
+            continue
         close = text.find(end, at)
         at = len(text) if close < 0 else close + len(end)
     return count
@@ -1078,17 +1096,19 @@ def test_text_after_calls_that_end_the_answer_starts_on_a_new_line():
 
 
 def test_under_auto_the_last_call_may_stop_before_its_closer_where_the_parser_reads_it():
-    # Qwen and Hermes models sometimes end their turn right after a call's JSON, before `</tool_call>`; our parser
-    # reads that call, so "auto" admits it, at the end of the answer only; the forced modes write the closer
+    # Qwen and Hermes models sometimes end their turn right after a call's JSON, before `</tool_call>`, or leave it
+    # out before their next call; our parser reads those calls, so "auto" admits them among the calls that end the
+    # answer; the forced modes write the closer
     form = planning._plan("hermes", WEATHER, "").calls["get_weather"]
     closed = form.write({"city": "Paris"})
     unclosed = closed[:-len(form.end)]
     auto = structural_tag("hermes", WEATHER)
-    for text in (unclosed, unclosed + "\n", "Sure. " + unclosed, closed + "\n" + unclosed):
+    for text in (unclosed, unclosed + "\n", "Sure. " + unclosed, closed + "\n" + unclosed, unclosed + "\n" + closed,
+                 "Sure. " + unclosed + "\n" + unclosed):
         assert admits(auto, text), text
         calls = rt.parse_response(text, "hermes", prefix="", tools=WEATHER)["tool_calls"]
         assert [call["function"]["arguments"] for call in calls] == [{"city": "Paris"}] * text.count("<tool_call>")
-    for text in (unclosed + "\nDone.", unclosed + "\n" + closed):
+    for text in (unclosed + "\nDone.", unclosed + "\nDone. " + closed):
         assert not admits(auto, text), text
     single = structural_tag("hermes", WEATHER, parallel_tool_calls=False)
     assert admits(single, "Sure. " + unclosed) and not admits(single, closed + "\n" + unclosed)
@@ -1209,9 +1229,9 @@ def test_corpus_outputs_with_calls_are_admitted_under_auto(name):
 
 
 # The share of corpus outputs with calls that the grammar admits under "auto", over every template it compiles
-# (353 of 441 when this floor was last set, the templates compiled for forced calls only counted as refusing under
+# (360 of 441 when this floor was last set, the templates compiled for forced calls only counted as refusing under
 # "auto": Apertus, whose text could open calls): it may grow, not shrink.
-ADMITTED_FLOOR = 353
+ADMITTED_FLOOR = 360
 
 
 def test_the_share_of_corpus_outputs_admitted_does_not_shrink():

@@ -171,7 +171,7 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
     # the last call may stop before its closer, the turn ending there, as models write it (under "auto" only, which
     # admits what the model chooses to write: the forced modes write the canonical calls, and an xgrammar tag has
     # no optional end, so the call is written a second time, at some cost in compile time)
-    unclosed = _unclosed(plan, names)
+    unclosed = _unclosed(plan, names, run=parallel)
     if unclosed is None:
         return [chosen]
     if parallel:
@@ -181,10 +181,12 @@ def _chosen_answer(plan: _Plan, names: list, parallel: bool) -> list:
     return [{"type": "or", "elements": [chosen, alone]}]
 
 
-def _unclosed(plan: _Plan, names: list) -> dict | None:
+def _unclosed(plan: _Plan, names: list, run: bool = False) -> dict | None:
     """A call of one of `names` written without its closer (or with its start only: plan.unclosed_ends), for the end
     of the answer, in its canonical writing with the optional parts found to read the same so (others were checked
-    with their closer only: Hermes' code fence); None where the template reads none."""
+    with their closer only: Hermes' code fence); None where the template reads none. With `run`, where a call left
+    so is read before another call too (plan.unclosed_between): the calls that end the answer, each with or without
+    its closer (a tag with several ends)."""
     if not plan.unclosed_ends:
         return None
     calls = []
@@ -194,6 +196,18 @@ def _unclosed(plan: _Plan, names: list) -> dict | None:
                     if not any(element is kept for kept in plan.unclosed_optional)]
         elements = [element for element in form.elements if not any(element is other for other in optional)]
         calls.append({"type": "sequence", "elements": [_const(form.begin), *elements]})
+    if run and plan.unclosed_between:
+        # (one tag per begin, its tools' contents one choice, as _tags does: their JSON schemas merge into one)
+        by_begin: dict = {}
+        for name, call in zip(names, calls):
+            by_begin.setdefault(call["elements"][0]["value"], []).append(
+                {"type": "sequence", "elements": call["elements"][1:] or [_const("")]})
+        ends = list(dict.fromkeys([plan.calls[names[0]].end, *plan.unclosed_ends]))
+        tags = [{"type": "tag", "begin": begin, "end": ends,
+                 "content": contents[0] if len(contents) == 1 else {"type": "or", "elements": contents}}
+                for begin, contents in by_begin.items()]
+        return {"type": "tags_with_separator", "tags": tags, "separator": plan.separator, "at_least_one": True,
+                "stop_after_first": False}
     stops = {"type": "regex", "pattern": "(" + "|".join(_regex_literal(end) for end in plan.unclosed_ends) + ")"}
     choice = calls[0] if len(calls) == 1 else {"type": "or", "elements": calls}
     return {"type": "sequence", "elements": [choice, stops]}

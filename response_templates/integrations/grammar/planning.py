@@ -117,6 +117,9 @@ class _Plan:
     # their closer (Qwen's `</tool_call>`), and the parser reads such a call: found by parsing
     unclosed_ends: list = field(default_factory=list)
     unclosed_optional: list = field(default_factory=list)  # the optional parts' elements such a call may hold
+    # a call left so is read before another call too (Qwen's `<tool_call>{...}\n<tool_call>{...}</tool_call>`): the
+    # calls that end the answer may each lack their closer
+    unclosed_between: bool = False
     # the markers the calls' opener and closer spell across optional whitespace, in every spacing (_spaced_markers)
     spaced_markers: list = field(default_factory=list)
 
@@ -513,6 +516,11 @@ def _unclosed_ends(plan: _Plan) -> list:
                    for before, written, calls in contexts):
                 ends.append(end)
     ends = list(dict.fromkeys(ends))
+    second_closed = second.write(samples[second.tool])
+    plan.unclosed_between = bool(ends) and not plan.one_call and all(
+        _calls_read(_read(plan, lead + before + body + end + plan.separator + after)) == both
+        for before in ("", "Sure. ") for end in ends
+        for after in (second_closed, second_closed[:-len(first.end)] + end))
     # the optional parts a call may hold stay in such a call where it reads the same with them (gpt-oss's
     # `<|constrain|>json`; not Hermes' code fence, whose closing half is read only before `</tool_call>`)
     for form in forms:
