@@ -995,8 +995,10 @@ def _guard(spec: dict) -> str | None:
     separator = _list_separator(spec)
     if separator is not None and _plain(separator):
         return None
-    pattern = spec.get("open_pattern")
-    held = _held_runs(pattern) if isinstance(pattern, str) else [spec["open"]] if spec.get("open") else []
+    pattern, literal = spec.get("open_pattern"), spec.get("open")
+    # (a list of literal openers: none, to be safe)
+    held = (_held_runs(pattern) if isinstance(pattern, str) else [literal] if isinstance(literal, str) and literal
+            else [])
     return max(held, key=lambda run: (len(run), any(char in _MARKER_CHARS for char in run)), default=None)
 
 
