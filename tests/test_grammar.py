@@ -273,6 +273,10 @@ def opened_calls(tag, text, sections=(), line_blocks=(), listed=(), guard=None):
     # a call whose closer may be left out stands for the same call with its closer
     optional_closers = {begin for begin, end in pairs if isinstance(end, tuple)}
     pairs = {(begin, end) for begin, end in pairs if isinstance(end, tuple) or begin not in optional_closers}
+
+    def next_call(at):
+        return min([found for found in (text.find(begin, at) for begin, _ in pairs) if found >= 0], default=-1)
+
     count, at = 0, 0
     while pairs:
         found = [(text.find(begin, at), begin, end) for begin, end in pairs]
@@ -357,8 +361,7 @@ def opened_calls(tag, text, sections=(), line_blocks=(), listed=(), guard=None):
             found = [item for item in found if item[0] >= 0]
             close = text.find(end[0] if isinstance(end, tuple) else end, at)
             if isinstance(end, tuple):  # (or the next call, where its closer was left out)
-                close = min([found for found in (close, *(text.find(other, at) for other, _ in pairs)) if found >= 0],
-                            default=-1)
+                close = min([found for found in (close, next_call(at)) if found >= 0], default=-1)
             if not found or close >= 0 and close < min(found)[0]:
                 break
             start, tag_begin, tag_end = min(found)
@@ -366,8 +369,7 @@ def opened_calls(tag, text, sections=(), line_blocks=(), listed=(), guard=None):
             at = len(text) if stop < 0 else stop + len(tag_end)
         if isinstance(end, tuple):  # its closer, or the next call where it was left out
             close = text.find(end[0], at)
-            following = min([found for found in (text.find(other, at) for other, _ in pairs) if found >= 0],
-                            default=-1)
+            following = next_call(at)
             if following >= 0 and (close < 0 or following < close):
                 at = following
                 continue

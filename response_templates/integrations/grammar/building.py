@@ -189,25 +189,25 @@ def _unclosed(plan: _Plan, names: list, run: bool = False) -> dict | None:
     its closer (a tag with several ends)."""
     if not plan.unclosed_ends:
         return None
-    calls = []
+    writings = []  # (begin, the elements after it) of each tool's call
     for name in names:
         form = plan.calls[name]
-        optional = [element for element, _ in form.optional
-                    if not any(element is kept for kept in plan.unclosed_optional)]
-        elements = [element for element in form.elements if not any(element is other for other in optional)]
-        calls.append({"type": "sequence", "elements": [_const(form.begin), *elements]})
+        dropped = [element for element, _ in form.optional
+                   if not any(element is kept for kept in plan.unclosed_optional)]
+        writings.append((form.begin, [element for element in form.elements
+                                      if not any(element is other for other in dropped)]))
     if run and plan.unclosed_between:
         # (one tag per begin, its tools' contents one choice, as _tags does: their JSON schemas merge into one)
         by_begin: dict = {}
-        for name, call in zip(names, calls):
-            by_begin.setdefault(call["elements"][0]["value"], []).append(
-                {"type": "sequence", "elements": call["elements"][1:] or [_const("")]})
+        for begin, elements in writings:
+            by_begin.setdefault(begin, []).append({"type": "sequence", "elements": elements or [_const("")]})
         ends = list(dict.fromkeys([plan.calls[names[0]].end, *plan.unclosed_ends]))
         tags = [{"type": "tag", "begin": begin, "end": ends,
                  "content": contents[0] if len(contents) == 1 else {"type": "or", "elements": contents}}
                 for begin, contents in by_begin.items()]
         return {"type": "tags_with_separator", "tags": tags, "separator": plan.separator, "at_least_one": True,
                 "stop_after_first": False}
+    calls = [{"type": "sequence", "elements": [_const(begin), *elements]} for begin, elements in writings]
     stops = {"type": "regex", "pattern": "(" + "|".join(_regex_literal(end) for end in plan.unclosed_ends) + ")"}
     choice = calls[0] if len(calls) == 1 else {"type": "or", "elements": calls}
     return {"type": "sequence", "elements": [choice, stops]}

@@ -445,7 +445,7 @@ def _plan_closing(template: Any, tools: Any, prefix: str, closing: int, one_line
         plan.reasoning_enders = _reasoning_enders(plan)
     plan.lone_reasoning_close = _lone_reasoning_close(plan)
     if calls:
-        plan.unclosed_ends = _unclosed_ends(plan)
+        _find_unclosed(plan)
         if plan.unclosed_ends:
             plan.notes.append("under \"auto\" the last call may stop before its closer, the turn ending there")
     if calls and plan.wrappers:
@@ -478,22 +478,23 @@ def _first_call(plan: _Plan) -> tuple:
     return samples, first.write(samples[first.tool]), [(first.tool, samples[first.tool])]
 
 
-def _unclosed_ends(plan: _Plan) -> list:
-    """plan.unclosed_ends: each start of the calls' closer (at a tag's `>` or a line break), perhaps followed by
-    a line break, that a call may end with where the output ends, read as the same call alone, after text and
-    after another call. None where calls end the answer, a region holds a list of them, or they open with no
-    text (their end is then the list's)."""
+def _find_unclosed(plan: _Plan) -> None:
+    """Sets plan.unclosed_ends: each start of the calls' closer (at a tag's `>` or a line break), perhaps followed
+    by a line break, that a call may end with where the output ends, read as the same call alone, after text and
+    after another call; none where calls end the answer, a region holds a list of them, or they open with no text
+    (their end is then the list's). And plan.unclosed_between and plan.unclosed_optional, found the same way."""
     forms = list(plan.calls.values())
     first, second = forms[0], forms[-1]
     if plan.calls_end_answer or plan.content_open is not None or any(
             form.list_body is not None or not form.begin or form.end != first.end for form in forms):
-        return []
+        return
     samples, one, wanted = _first_call(plan)
     if not first.end or not one.endswith(first.end):
-        return []
+        return
     lead = _answer_start(plan)
     body = one[:-len(first.end)]
-    closed_then = one + plan.separator + second.write(samples[second.tool])[:-len(first.end)]
+    second_closed = second.write(samples[second.tool])
+    closed_then = one + plan.separator + second_closed[:-len(first.end)]
     both = [*wanted, (second.tool, samples[second.tool])]
     contexts = [("", body, wanted), ("Sure. ", body, wanted)]
     if not plan.one_call:
@@ -504,7 +505,7 @@ def _unclosed_ends(plan: _Plan) -> list:
             if all(any(kept is element for kept in choice["elements"]) for choice, element in choices):
                 written = write_variant(samples[form.tool])
                 if not written.endswith(form.end):
-                    return []
+                    return
                 contexts.append(("", written[:-len(form.end)], [(form.tool, samples[form.tool])]))
     ends = []
     for size in range(len(first.end)):
@@ -516,7 +517,7 @@ def _unclosed_ends(plan: _Plan) -> list:
                    for before, written, calls in contexts):
                 ends.append(end)
     ends = list(dict.fromkeys(ends))
-    second_closed = second.write(samples[second.tool])
+    plan.unclosed_ends = ends
     plan.unclosed_between = bool(ends) and not plan.one_call and all(
         _calls_read(_read(plan, lead + before + body + end + plan.separator + after)) == both
         for before in ("", "Sure. ") for end in ends
@@ -530,7 +531,6 @@ def _unclosed_ends(plan: _Plan) -> list:
                     _calls_read(_read(plan, lead + before + written[:-len(form.end)] + end)) == [
                         (form.tool, samples[form.tool])] for before in ("", "Sure. ") for end in ends):
                 plan.unclosed_optional.append(element)
-    return ends
 
 
 def _call_lead_reads(plan: _Plan, lead: _Piece) -> bool:
@@ -1062,15 +1062,13 @@ def _self_check(plan: _Plan) -> None:
         *[("text after a call", lead + one + after, [first.tool]) for after in (" Done.", "done.", " 2 more.", "\nok")],
         ("reasoning then a call", _reasoning_text(plan) + one, [first.tool]),
     ]
-    if plan.plain_opener is not None and plan.guard is None:  # free text is never written beside calls
-        cases = [case for case in cases if not case[0].startswith("text ")]
     if plan.lead is not None:
         reasoning = _reasoning_text(plan) + plan.lead.sample
         cases += [("reasoning, the opener's optional start, then a call", reasoning + one, [first.tool]),
                   ("reasoning, the opener's optional start, text, then a call", reasoning + "Sure. " + one, [first.tool])]
     for what, text, names in cases:
         if what.startswith("text ") and plan.plain_opener is not None and plan.guard is None:
-            continue  # (the guard was dropped below: only forced calls compile, or calls open at the start)
+            continue  # free text is never written beside calls (no guard, or it was dropped below)
         message = _read(plan, text)
         calls = (message or {}).get("tool_calls") or []
         got = [(call.get("function") or {}).get("name") for call in calls]
