@@ -227,8 +227,10 @@ CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 
 # content_args of ours that transformers ignores (docs/differences.md): a template keeps them out of the comparison
 # on spliced outputs, where they read text transformers leaves alone (`json_body` refuses a body that is neither
-# tags nor one JSON object; transformers gives it empty arguments)
-OUR_CONTENT_ARGS = ("unescape_attributes", "nested_elements", "json_body", "json_calls", "braceless_members")
+# tags nor one JSON object; transformers gives it empty arguments; `raw_strings` reads a call list transformers
+# refuses, with strings pasted unescaped)
+OUR_CONTENT_ARGS = ("unescape_attributes", "nested_elements", "json_body", "json_calls", "braceless_members",
+                    "raw_strings")
 
 
 def without_our_content_args(template: dict) -> dict:
