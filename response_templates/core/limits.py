@@ -261,6 +261,8 @@ def json_depth(text: str) -> int:
 def load_json(text: str) -> Any:
     """`json.loads`, refusing nesting past `MAX_JSON_DEPTH` with `JSONTooDeepError` (a ValueError) instead of
     exhausting the Python stack (json.loads raises RecursionError near 1,000 levels)."""
+    if not isinstance(text, str):  # (no text, as json.loads says: an optional group that matched nothing)
+        return json.loads(text)
     if text.count("[") + text.count("{") > MAX_JSON_DEPTH and json_depth(text) > MAX_JSON_DEPTH:
         raise JSONTooDeepError(f"arrays and objects nested more than {MAX_JSON_DEPTH} levels deep")
     try:
